@@ -1,0 +1,58 @@
+#include "moeforge/tensor.hpp"
+
+#include <fmt/format.h>
+
+#include "moeforge/errors.hpp"
+
+namespace moeforge {
+
+TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device) {
+  if (shape.size() > std::size_t(kMaxRank))
+    throw InvalidArgument("shape", fmt::format("rank {} exceeds the maximum {}", shape.size(), kMaxRank));
+  TensorView t;
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = int(shape.size());
+  t.device = device;
+  int i = 0;
+  for (int64_t s : shape) t.shape[i++] = s;
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    t.strides[d] = stride;
+    stride *= t.shape[d] > 0 ? t.shape[d] : 1;
+  }
+  return t;
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (shape[d] < 0) return -1;
+    if (shape[d] != 0 && n > INT64_MAX / shape[d]) return -1;  // overflow: callers reject -1
+    n *= shape[d];
+  }
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t expected = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (shape[d] != 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+int64_t TensorView::nbytes() const {
+  const int64_t n = numel();
+  return n < 0 ? -1 : n * int64_t(dtype_size(dtype));
+}
+
+std::string TensorView::describe() const {
+  std::string dims;
+  for (int d = 0; d < rank; ++d) dims += fmt::format("{}{}", d ? ", " : "", shape[d]);
+  return fmt::format("{}[{}] {}:{}", dtype_name(dtype), dims, device.kind == DeviceKind::CPU ? "cpu" : "cuda",
+                     device.index);
+}
+
+}  // namespace moeforge
