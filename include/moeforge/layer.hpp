@@ -1,10 +1,11 @@
 // moeforge/layer.hpp — the MoE layer object.
 //
-//   auto weights = moeforge::make_synthetic_weights(spec, 42);
-//   auto layer = moeforge::MoeLayer::create(spec, *weights, {.backend = "auto", .device = 0});
+//   std::shared_ptr<const moeforge::WeightSource> weights = moeforge::make_synthetic_weights(spec, 42);
+//   auto layer = moeforge::MoeLayer::create(spec, weights, {.backend = "auto", .device = 0});
 //   layer.forward(x, router_logits, out, stream);
 //
-// create() prepares the weights once (device copies in the kernels' layout).
+// create() prepares the weights once (device copies in the kernels' layout;
+// GPU backends drop the WeightSource afterwards, the "cpu" backend keeps it).
 // The layer holds no per-call mutable state: forward() is safe from any thread
 // on any stream, each call sizing its own workspace (stream-ordered).
 #pragma once
@@ -28,7 +29,8 @@ class PreparedLayer;
 
 class MoeLayer {
  public:
-  static MoeLayer create(const MoeSpec& spec, const WeightSource& weights, const LayerOptions& options = {});
+  static MoeLayer create(const MoeSpec& spec, std::shared_ptr<const WeightSource> weights,
+                         const LayerOptions& options = {});
 
   // x [T, H], router_logits [T, E], out [T, H]; all on the layer's device
   // (host memory for "cpu"). stream: a CUstream (nullptr = the legacy default stream).

@@ -45,7 +45,10 @@ class Backend {
   virtual bool needs_gpu() const = 0;
   // "" when it can serve spec on device (null device: no GPU); else the reason it cannot.
   virtual std::string why_not(const MoeSpec& spec, const rt::DeviceInfo* device) const = 0;
-  virtual std::unique_ptr<PreparedLayer> prepare(const MoeSpec& spec, const WeightSource& weights,
+  // GPU backends copy what they need and must not keep `weights` past prepare();
+  // the cpu backend keeps the shared pointer (it reads experts on demand).
+  virtual std::unique_ptr<PreparedLayer> prepare(const MoeSpec& spec,
+                                                 const std::shared_ptr<const WeightSource>& weights,
                                                  int device) const = 0;
   // Every kernel this backend compiles for spec (precompile, the CI compile check).
   virtual std::vector<rt::KernelSpec> kernels(const MoeSpec& spec) const { return {}; }
