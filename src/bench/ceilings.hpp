@@ -1,0 +1,16 @@
+// The device's own ceilings, measured in the same run as the numbers judged
+// against them: streaming-read bandwidth and the cuBLAS GEMM rate.
+#pragma once
+#include <string>
+
+namespace moeforge::bench {
+
+struct Ceilings {
+  double read_GBps = 0;     // bytes read per second by moe_stream_read over a buffer >> L2
+  double bf16_TFLOPs = 0;   // cuBLAS GemmEx bf16 in, f32 accumulate, 8192^3
+  std::string gemm_note;    // what was measured, or why it could not be
+};
+
+Ceilings measure_ceilings(int device);
+
+}  // namespace moeforge::bench
