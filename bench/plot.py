@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Turn bench records (bench/results/*.json, kind "bench") into one chart:
+time per layer against T for each (backend, weights), with the floor drawn.
+
+    python3 bench/plot.py bench/results/*.json -o bench/latest.png
+"""
+import argparse
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("records", nargs="+", help="bench record files (JSON)")
+    ap.add_argument("-o", "--output", default="bench/latest.png")
+    args = ap.parse_args()
+
+    series, floors, title = {}, {}, set()
+    for path in args.records:
+        with open(path) as f:
+            rec = json.load(f)
+        if rec.get("kind") != "bench":
+            continue
+        dev = rec["device"]["name"]
+        title.add(f'{dev} ({rec["device"]["target"]}), commit {rec["commit"][:8]}')
+        for row in rec["rows"]:
+            key = (row["model"], row["backend"], row["weights"])
+            series.setdefault(key, {})[row["T"]] = row["us"]
+            floors.setdefault((row["model"], row["weights"]), {})[row["T"]] = row["floor_us"]
+    if not series:
+        print("no bench records given", file=sys.stderr)
+        return 1
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for (model, backend, weights), pts in sorted(series.items()):
+        ts = sorted(pts)
+        ax.plot(ts, [pts[t] for t in ts], marker="o", label=f"{model} {backend} {weights}")
+    for (model, weights), pts in sorted(floors.items()):
+        ts = sorted(pts)
+        ax.plot(ts, [pts[t] for t in ts], linestyle="--", color="gray", label=f"floor ({model}, {weights} weights)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens per batch (T)")
+    ax.set_ylabel("µs per layer (median, L2 flushed)")
+    ax.set_title("\n".join(sorted(title)), fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=120)
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

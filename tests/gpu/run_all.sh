@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build, run the GPU test suite, run doctor and the
+# benchmarks, write every record under $OUT (copied back to bench/results/),
+# print a short table last.
+#
+#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,tests,bench (default all)
+#
+# The GPU machine cannot install packages: the pinned Debian -dev packages travel
+# unpacked in .deps/ (tools/fetch_deps.sh) and are found through CMAKE_PREFIX_PATH.
+set -uo pipefail
+commit=${1:?usage: run_all.sh <commit> [stages]}
+stages=${2:-build,doctor,tests,bench}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+export MOEFORGE_COMMIT=$commit
+export MOEFORGE_CACHE_DIR=${MOEFORGE_CACHE_DIR:-/tmp/moeforge-cache}
+prefix=$root/.deps/root/usr
+export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+build=$root/build-gpu
+summary=()
+has() { [[ ",$stages," == *",$1,"* ]]; }
+note() { summary+=("$1"); echo "== $1"; }
+
+if has build; then
+  t0=$(date +%s)
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+        -DOPENSSL_ROOT_DIR="$prefix" > "$out/build.log" 2>&1 &&
+  ninja -C "$build" >> "$out/build.log" 2>&1
+  rc=$?
+  tail -n 30 "$out/build.log"
+  note "build rc=$rc in $(( $(date +%s) - t0 ))s"
+  [ $rc -eq 0 ] || { printf '%s\n' "${summary[@]}"; exit 1; }
+fi
+cli=$build/moeforge
+
+if has doctor; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>&1 | head -2
+  "$cli" doctor --json > "$out/doctor.json" 2> "$out/doctor.err"; note "doctor rc=$?"
+  "$cli" doctor 2>&1 | head -60
+fi
+
+if has tests; then
+  t0=$(date +%s)
+  "$build/tests/moeforge_gpu_tests" --json "$out/gpu-tests.json" ${MOEFORGE_GPU_FILTER:+--gtest_filter=$MOEFORGE_GPU_FILTER} \
+      > "$out/gpu-tests.log" 2>&1
+  rc=$?
+  grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$out/gpu-tests.log" | tail -n 40
+  note "gpu tests rc=$rc in $(( $(date +%s) - t0 ))s: $(grep -E '^\[  PASSED  \]' "$out/gpu-tests.log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$out/gpu-tests.log") failed lines"
+fi
+
+if has bench; then
+  for backend in ${MOEFORGE_BENCH_BACKENDS:-portable}; do
+    for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
+      f="$out/bench-mistral-small-4-$backend-$w.json"
+      "$cli" bench --model mistral-small-4 --backend "$backend" --weights "$w" \
+          --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$f" 2> "$out/bench-$backend-$w.err" |
+          tee "$out/bench-$backend-$w.txt"
+      note "bench $backend $w rc=${PIPESTATUS[0]}"
+    done
+  done
+fi
+
+echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}"
+for f in "$out"/bench-*.txt; do [ -f "$f" ] && cat "$f"; done
