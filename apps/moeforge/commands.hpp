@@ -18,5 +18,6 @@ Registered register_run(CLI::App& root);
 Registered register_doctor(CLI::App& root);
 Registered register_precompile(CLI::App& root);
 Registered register_bench(CLI::App& root);
+Registered register_stress(CLI::App& root);
 
 }  // namespace moeforge::cli

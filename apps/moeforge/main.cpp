@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       cli::register_doctor(app),
       cli::register_precompile(app),
       cli::register_bench(app),
+      cli::register_stress(app),
   };
   try {
     app.parse(argc, argv);
