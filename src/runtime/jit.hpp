@@ -15,8 +15,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "runtime/device.hpp"
 
 namespace moeforge::rt {
 
@@ -57,5 +60,23 @@ const LoadedKernel& load_kernel(int device, const KernelSpec& spec);
 // MOEFORGE_SYNC_CHECK=1 it also synchronizes the stream and checks.
 void launch(const LoadedKernel& kernel, Dim3 grid, Dim3 block, unsigned smem_bytes, CUstream stream,
             void** args, const char* stage);
+
+// "" when spec fits the device's limits; else why not, with the numbers
+// ("smem_bytes 200000 > 101376, the opt-in shared memory per block of NVIDIA GB10").
+// load_kernel applies it before compiling; planners call it to skip configs.
+std::string budget_violation(const KernelSpec& spec, const DeviceInfo& device);
+
+// The device's info, read once per process (device_info is many driver calls).
+const DeviceInfo& cached_device_info(int device);
+
+// Loads given cubin bytes into the device's primary context after verifying that
+// the ELF is built for the device's exact target (Unsupported otherwise, before the
+// bytes reach the driver). For tests and tools that plant binaries; the module
+// stays loaded for the life of the process.
+LoadedKernel load_cubin(int device, std::string_view cubin, const std::string& entry, const std::string& label);
+
+// The self-test and fault-injection kernels (src/kernels/common/).
+KernelSpec selftest_kernel_spec();
+KernelSpec fault_kernel_spec();
 
 }  // namespace moeforge::rt

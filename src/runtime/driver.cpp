@@ -1,0 +1,146 @@
+// Loads libcuda.so.1 at run time and resolves MOEFORGE_DRIVER_FUNCTIONS.
+//
+// Resolution: cuGetProcAddress (the driver's own versioned lookup, asked for the
+// base name, e.g. "cuMemAlloc", at the CUDA_VERSION of the headers we compiled
+// against, so the pointer matches the prototype in cuda.h) and, if that is
+// missing, dlsym of the name cuda.h maps to ("cuMemAlloc" -> "cuMemAlloc_v2").
+#include "runtime/driver.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <mutex>
+#include <vector>
+
+#include "moeforge/errors.hpp"
+#include "runtime/breadcrumbs.hpp"
+
+namespace moeforge::rt {
+namespace {
+
+#define MOEFORGE_STR_EXPANDED(x) MOEFORGE_STR_RAW(x)
+#define MOEFORGE_STR_RAW(x) #x
+
+struct Loaded {
+  Driver driver;
+  bool ok = false;
+  std::string why;
+};
+
+Loaded load() {
+  Loaded L;
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    L.why = e ? e : "libcuda.so.1: cannot be opened";
+    return L;
+  }
+  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  auto get_proc = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"));
+  std::vector<std::string> missing;
+  auto resolve = [&](const char* base, const char* mapped) -> void* {
+    void* p = nullptr;
+    if (get_proc) {
+      CUdriverProcAddressQueryResult status{};
+      if (get_proc(base, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
+          status == CU_GET_PROC_ADDRESS_SUCCESS && p)
+        return p;
+      p = nullptr;
+    }
+    p = dlsym(h, mapped);
+    if (!p) p = dlsym(h, base);
+    return p;
+  };
+  // #name is the unexpanded base name; MOEFORGE_STR_EXPANDED(name) the cuda.h mapping.
+#define MOEFORGE_RESOLVE(name)                                                                  \
+  L.driver.name = reinterpret_cast<decltype(L.driver.name)>(resolve(#name, MOEFORGE_STR_EXPANDED(name))); \
+  if (!L.driver.name) missing.push_back(#name);
+  MOEFORGE_DRIVER_FUNCTIONS(MOEFORGE_RESOLVE)
+#undef MOEFORGE_RESOLVE
+  if (!missing.empty()) {
+    std::string list;
+    for (auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    L.why = "libcuda.so.1 lacks " + list + " (driver too old for CUDA " + std::to_string(CUDA_VERSION / 1000) +
+            " headers)";
+    return L;
+  }
+  CUresult r = L.driver.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    const char* n = nullptr;
+    const char* s = nullptr;
+    L.driver.cuGetErrorName(r, &n);
+    L.driver.cuGetErrorString(r, &s);
+    L.why = fmt::format("cuInit: {} ({}): {}", n ? n : "?", int(r), s ? s : "");
+    return L;
+  }
+  L.driver.cuDriverGetVersion(&L.driver.version);
+  L.ok = true;
+  return L;
+}
+
+const Loaded& loaded() {
+  static std::once_flag once;
+  static Loaded L;
+  std::call_once(once, [] { L = load(); });
+  return L;
+}
+
+}  // namespace
+
+const Driver* driver_or_null(std::string* why) {
+  const Loaded& L = loaded();
+  if (L.ok) return &L.driver;
+  if (why) *why = L.why;
+  return nullptr;
+}
+
+const Driver& driver() {
+  std::string why;
+  if (const Driver* d = driver_or_null(&why)) return *d;
+  throw DeviceError("no CUDA driver: " + why);
+}
+
+std::string error_name(CUresult r) {
+  const char* n = nullptr;
+  if (const Driver* d = driver_or_null(); d && d->cuGetErrorName(r, &n) == CUDA_SUCCESS && n) return n;
+  return "CUDA_ERROR_" + std::to_string(int(r));
+}
+
+void check(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) {
+    note_driver_success(what);
+    return;
+  }
+  const char* s = nullptr;
+  if (const Driver* d = driver_or_null()) d->cuGetErrorString(r, &s);
+  std::string msg = fmt::format("{}: {} ({}): {}", what, error_name(r), int(r), s ? s : "unknown error");
+  // A sticky error poisons the context: name the first stage launched since the
+  // last successful check, and make later calls fail fast (breadcrumbs.cpp).
+  if (is_sticky_error(r)) msg = note_context_lost(int(r), msg);
+  throw DeviceError(msg, int(r));
+}
+
+void use_device(int ordinal) {
+  static std::mutex m;
+  static std::vector<CUcontext> contexts;
+  const Driver& d = driver();
+  CUcontext ctx = nullptr;
+  {
+    std::lock_guard lock(m);
+    if (ordinal < 0) throw InvalidArgument("device", fmt::format("must be >= 0, got {}", ordinal));
+    if (size_t(ordinal) >= contexts.size()) contexts.resize(ordinal + 1, nullptr);
+    if (!contexts[ordinal]) {
+      int n = 0;
+      check(d.cuDeviceGetCount(&n), "cuDeviceGetCount");
+      if (ordinal >= n)
+        throw InvalidArgument("device", fmt::format("ordinal {} out of range ({} CUDA devices)", ordinal, n));
+      CUdevice dev;
+      check(d.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+      check(d.cuDevicePrimaryCtxRetain(&contexts[ordinal], dev), "cuDevicePrimaryCtxRetain");
+    }
+    ctx = contexts[ordinal];
+  }
+  check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+}
+
+}  // namespace moeforge::rt
