@@ -1,0 +1,97 @@
+// The portable backend's internals (host side), shared by its .cpp files and the tests.
+//
+// File map (kernel source <-> host code, STYLE item 1):
+//   kernels/portable/route.cuh         <-> route.cpp          (routing, validate_ids specs)
+//   kernels/portable/validate_ids.cuh  <-> route.cpp
+//   kernels/portable/permute.cuh       <-> permute.cpp
+//   kernels/portable/grouped_gemm.cuh  <-> grouped_gemm.cpp   (tile configs, smem budgets)
+//   kernels/portable/combine.cuh       <-> combine.cpp
+//   prepare-time weight layout         <-> layout.cpp         (pure CPU, tested in tests/cpu)
+//   Backend / PreparedLayer / forward  <-> backend.cpp
+//
+// Shared experts: appended after the routed experts as experts E .. E+S-1 that every
+// token visits with weight 1 (one GEMM problem for all); this needs
+// shared_intermediate == intermediate, otherwise why_not() says so.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "moeforge/spec.hpp"
+#include "moeforge/tensor.hpp"
+#include "moeforge/weights.hpp"
+#include "runtime/device.hpp"
+#include "runtime/jit.hpp"
+
+namespace moeforge::portable {
+
+constexpr int kBK = 32;           // GEMM K tile (the prepared K is padded to a multiple)
+constexpr int kPermuteChunk = 1024;  // entries per count/scatter chunk (permute.cuh)
+constexpr int kScatterWarps = 8;
+constexpr int kRouteWarps = 4;
+constexpr int kMaxExperts = 1024;
+constexpr int kMaxTopk = 32;
+constexpr int kMaxGroups = 64;
+
+// ---- GEMM tile configurations (grouped_gemm.cpp) ----
+struct TileConfig {
+  const char* name;
+  int bm, bn, warps_m, warps_n, stages;
+  int threads() const { return 32 * warps_m * warps_n; }
+};
+// Small per-expert M (decode): 16 rows, 4 warps side by side along N.
+inline constexpr TileConfig kSmallTile{"m16n128", 16, 128, 1, 4, 4};
+// Large M (prefill): 128x128x32, 8 warps (2 x 4), warp tile 64x32, 3 stages.
+inline constexpr TileConfig kLargeTile{"m128n128", 128, 128, 2, 4, 3};
+std::ostream& operator<<(std::ostream& os, const TileConfig& c);
+
+// Dynamic shared memory of grouped_gemm.cuh for (config, weight format): mirrors gg::Smem.
+int gemm_smem_bytes(const TileConfig& c, WeightFormat f);
+// Which config forward() uses for a chunk of `tokens` tokens (the other one if the
+// preferred one does not fit the device; null device: no check).
+const TileConfig& choose_tile(const MoeSpec& spec, int64_t tokens, const rt::DeviceInfo* device);
+
+// ---- kernel specs ----
+rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits);
+rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids);
+rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry);  // moe_count | moe_scan | moe_scatter
+rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage, const TileConfig& c);
+rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out);
+std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
+
+// Spec-only reasons this backend cannot serve spec ("" if it can).
+std::string spec_unsupported(const MoeSpec& spec);
+
+// ---- prepare-time layout (layout.cpp) ----
+int64_t padded_k(int64_t k);  // multiple of kBK
+// W13 row interleave: prepared row n holds original row interleaved_source_row(n, I):
+// blocks of 16 rows = 8 gate rows (8b..8b+7) then the 8 matching up rows (I+8b..).
+int64_t interleaved_source_row(int64_t n, int64_t I);
+
+// One matrix in the kernels' layout (see grouped_gemm.cuh): rows possibly interleaved,
+// K padded to padded_k(cols) with zeros, per-row scales laid out per k-tile.
+struct PreparedMatrix {
+  WeightFormat format = WeightFormat::BF16;
+  int64_t rows = 0, cols = 0, kp = 0;
+  std::vector<uint8_t> data;    // bf16 [rows][kp] | e4m3 [rows][kp] | e2m1x2 [rows][kp/2]
+  std::vector<uint8_t> scales;  // fp8 f32 [ceil(kp/128)][rows] | nvfp4 e4m3 [kp/32][rows][2] | mxfp4 [kp/32][rows]
+  float global_scale = 1.0f;    // nvfp4
+};
+PreparedMatrix prepare_matrix(const QuantMatrix& m, bool interleave_gate_up);
+// b13 [2I] in the interleaved row order.
+std::vector<float> interleave_bias(const std::vector<float>& b13, int64_t I);
+// The values the kernel multiplies by, prepared rows [r0, r1), columns [0, cols):
+// exactly QuantMatrix::dequantize_rows of the source rows (FP16 weights: their bf16
+// rounding, the one lossy step of this backend). For tests.
+void decode_prepared_rows(const PreparedMatrix& p, int64_t r0, int64_t r1, double* out);
+
+// ---- workspace plan (backend.cpp) ----
+struct ChunkPlan {
+  int64_t tokens = 0;       // tokens per chunk (last chunk may be shorter)
+  int64_t rows_bound = 0;   // padded rows upper bound
+  int64_t tile_bound = 0;   // M tiles upper bound
+};
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c);
+
+}  // namespace moeforge::portable
