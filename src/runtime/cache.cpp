@@ -258,14 +258,15 @@ KernelCache::Mode KernelCache::prepare_dir(const std::string& target, std::strin
   return mode;
 }
 
-bool KernelCache::read_verified(const std::string& dir, const std::string& key, const std::string& target,
-                                std::shared_ptr<const std::string>* out) {
+KernelCache::Read KernelCache::read_verified(const std::string& dir, const std::string& key,
+                                             const std::string& target, std::shared_ptr<const std::string>* out,
+                                             bool quiet) {
   const std::string cubin_path = dir + "/" + key + ".cubin", meta_path = dir + "/" + key + ".json";
   struct stat st;
   const bool have_cubin = ::stat(cubin_path.c_str(), &st) == 0;
   struct stat sm;
   const bool have_meta = ::stat(meta_path.c_str(), &sm) == 0;
-  if (!have_cubin && !have_meta) return false;  // a plain miss
+  if (!have_cubin && !have_meta) return Read::Miss;
   std::string problem;
   auto bytes = std::make_shared<std::string>();
   try {
@@ -289,11 +290,11 @@ bool KernelCache::read_verified(const std::string& dir, const std::string& key, 
                                    bytes->size(), got.substr(0, 12), want.substr(0, 12)));
     verify_cubin(*bytes, target, cubin_path);
   } catch (const Error& e) {
-    warn(fmt::format("kernel cache entry {} rejected: {}; rebuilding", cubin_path, e.what()));
-    return false;
+    if (!quiet) warn(fmt::format("kernel cache entry {} rejected: {}; rebuilding", cubin_path, e.what()));
+    return Read::Rejected;
   }
   *out = std::move(bytes);
-  return true;
+  return Read::Hit;
 }
 
 void KernelCache::publish(const std::string& dir, const std::string& key, const CacheKeyInputs& in,
@@ -344,7 +345,8 @@ CacheResult KernelCache::get(const CompileRequest& req) {
     out.cubin = std::move(bytes);
   };
   std::shared_ptr<const std::string> bytes;
-  if (mode != Mode::Memory && read_verified(dir, out.key, req.target, &bytes)) {
+  Read first = Read::Miss;
+  if (mode != Mode::Memory && (first = read_verified(dir, out.key, req.target, &bytes)) == Read::Hit) {
     out.from = CacheResult::From::Disk;
     out.path = dir + "/" + out.key + ".cubin";
     remember(std::move(bytes));
@@ -358,7 +360,7 @@ CacheResult KernelCache::get(const CompileRequest& req) {
       while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
       }
       // Someone may have built it while we waited.
-      if (read_verified(dir, out.key, req.target, &bytes)) {
+      if (read_verified(dir, out.key, req.target, &bytes, first == Read::Rejected) == Read::Hit) {
         ::close(lock_fd);
         out.from = CacheResult::From::Disk;
         out.path = dir + "/" + out.key + ".cubin";

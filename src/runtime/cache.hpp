@@ -91,8 +91,10 @@ class KernelCache {
  private:
   enum class Mode { Unknown, Disk, ReadOnly, Memory };
   Mode prepare_dir(const std::string& target, std::string* dir);
-  bool read_verified(const std::string& dir, const std::string& key, const std::string& target,
-                     std::shared_ptr<const std::string>* out);
+  enum class Read { Hit, Miss, Rejected };
+  // Rejected entries are reported in one warning line unless quiet.
+  Read read_verified(const std::string& dir, const std::string& key, const std::string& target,
+                     std::shared_ptr<const std::string>* out, bool quiet = false);
   void publish(const std::string& dir, const std::string& key, const CacheKeyInputs& in,
                const CompileRequest& req, const CompileResult& res);
   std::mutex& key_mutex(const std::string& key);
