@@ -77,6 +77,7 @@ bool is_sticky_error(CUresult r) {
   switch (int(r)) {
     case 700:  // CUDA_ERROR_ILLEGAL_ADDRESS
     case 702:  // CUDA_ERROR_LAUNCH_TIMEOUT
+    case 710:  // CUDA_ERROR_ASSERT (device-side assert)
     case 714:  // CUDA_ERROR_HARDWARE_STACK_ERROR
     case 715:  // CUDA_ERROR_ILLEGAL_INSTRUCTION
     case 716:  // CUDA_ERROR_MISALIGNED_ADDRESS

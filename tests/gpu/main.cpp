@@ -1,0 +1,126 @@
+// moeforge_gpu_tests entry point: runs every test, then writes a result record
+// (DESIGN.md "Result records", kind "gpu-tests") to the path given by --json FILE.
+// Tests record numbers with RecordProperty(name, value); they land in the case.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "runtime/compiler.hpp"
+#include "runtime/device.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/jit.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+
+class RecordListener : public ::testing::EmptyTestEventListener {
+ public:
+  json cases = json::array();
+  int passed = 0, failed = 0, skipped = 0;
+
+  void OnTestEnd(const ::testing::TestInfo& t) override {
+    const ::testing::TestResult* r = t.result();
+    json c = {{"name", fmt::format("{}.{}", t.test_suite_name(), t.name())}, {"ms", r->elapsed_time()}};
+    if (r->Skipped()) {
+      c["status"] = "skipped";
+      ++skipped;
+    } else if (r->Failed()) {
+      c["status"] = "failed";
+      ++failed;
+    } else {
+      c["status"] = "passed";
+      ++passed;
+    }
+    json numbers = json::object();
+    for (int i = 0; i < r->test_property_count(); ++i) {
+      const ::testing::TestProperty& p = r->GetTestProperty(i);
+      numbers[p.key()] = p.value();
+    }
+    if (!numbers.empty()) c["numbers"] = numbers;
+    json failures = json::array();
+    for (int i = 0; i < r->total_part_count(); ++i) {
+      const ::testing::TestPartResult& part = r->GetTestPartResult(i);
+      if (part.failed() || part.skipped())
+        failures.push_back(fmt::format("{}:{}: {}", part.file_name() ? part.file_name() : "?", part.line_number(),
+                                       part.message()));
+    }
+    if (!failures.empty()) c["messages"] = failures;
+    cases.push_back(c);
+  }
+};
+
+std::string iso_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json device_record() {
+  using namespace moeforge::rt;
+  json d = {{"nvrtc", nvrtc_version()}};
+  std::string why;
+  const Driver* drv = driver_or_null(&why);
+  if (!drv) {
+    d["name"] = "none";
+    d["driver"] = "no CUDA driver: " + why;
+    return d;
+  }
+  d["driver"] = fmt::format("{}.{}", drv->version / 1000, (drv->version % 1000) / 10);
+  if (device_count() == 0) {
+    d["name"] = "none";
+    return d;
+  }
+  try {
+    const DeviceInfo& info = cached_device_info(0);
+    d["name"] = info.name;
+    d["target"] = info.target;
+    d["compute_capability"] = fmt::format("{}.{}", info.cc_major, info.cc_minor);
+    d["family_fallback"] = info.family_fallback;
+  } catch (const std::exception& e) {
+    d["name"] = "?";
+    d["error"] = e.what();
+  }
+  return d;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    else if (a.rfind("--json=", 0) == 0) json_path = a.substr(7);
+  }
+  auto* listener = new RecordListener;
+  ::testing::UnitTest::GetInstance()->listeners().Append(listener);  // gtest owns it
+  const int rc = RUN_ALL_TESTS();
+  if (!json_path.empty()) {
+    const char* commit = std::getenv("MOEFORGE_COMMIT");
+    json rec = {{"kind", "gpu-tests"},
+                {"commit", commit ? commit : "unknown"},
+                {"date", iso_now()},
+                {"device", device_record()},
+                {"passed", listener->passed},
+                {"failed", listener->failed},
+                {"skipped", listener->skipped},
+                {"cases", listener->cases}};
+    std::ofstream f(json_path);
+    f << rec.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "moeforge_gpu_tests: cannot write %s\n", json_path.c_str());
+      return rc ? rc : 7;
+    }
+  }
+  return rc;
+}
