@@ -235,7 +235,8 @@ TEST(FormatsF16, EncodeSweep) {
   if (have_f16c()) {
     for (uint64_t u = 0; u < (1ull << 32); u += 65521) {
       const float v = mfref::float_of(static_cast<uint32_t>(u));
-      if (!std::isnan(v)) ASSERT_EQ(f16_hardware(v), f16_compiler(v)) << std::hexfloat << v;
+      if (std::isnan(v)) continue;
+      ASSERT_EQ(f16_hardware(v), f16_compiler(v)) << std::hexfloat << v;
     }
   }
 #endif
