@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/synthetic_internal.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/weights.hpp"
 
@@ -147,4 +148,23 @@ TEST(SyntheticWeights, EveryFormatAndSharedShape) {
     moments(values(e.w13), mean, sd);
     EXPECT_NEAR(sd, 1.0 / 16.0, 0.15 / 16.0) << to_string(wf);  // quantization moves it a little
   }
+}
+
+TEST(SyntheticWeights, ChunkedQuantizationIsByteIdentical) {
+  // rows not a multiple of the chunk or of 128: exercises the partial FP8 block.
+  const int64_t rows = 700, cols = 2048;
+  std::vector<float> v(size_t(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * double(i)) * (1.0 + double(i % 977) / 100.0);
+  for (auto wf : {WeightFormat::BF16, WeightFormat::FP16, WeightFormat::FP8_Block128, WeightFormat::NVFP4,
+                  WeightFormat::MXFP4})
+    for (int threads : {2, 3, 7}) {
+      const QuantMatrix one = QuantMatrix::quantize(wf, rows, cols, v.data());
+      const QuantMatrix many = quantize_in_chunks(wf, rows, cols, v.data(), threads);
+      EXPECT_EQ(many.rows, rows);
+      EXPECT_EQ(many.cols, cols);
+      EXPECT_EQ(many.format, wf);
+      EXPECT_TRUE(many.data == one.data) << to_string(wf) << " " << threads;
+      EXPECT_TRUE(many.scales == one.scales) << to_string(wf) << " " << threads;
+      EXPECT_EQ(many.global_scale, one.global_scale);
+    }
 }
