@@ -64,7 +64,6 @@ ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c) {
 
 namespace {
 
-int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 // Bytes of one prepared [rows, cols] matrix and of its scales (mirrors layout.cpp).
 std::pair<int64_t, int64_t> prepared_bytes(WeightFormat f, int64_t rows, int64_t cols) {
