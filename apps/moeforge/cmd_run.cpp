@@ -88,9 +88,11 @@ int run(const RunOptions& o) {
   const bool have_driver = rt::driver_or_null(&no_driver) != nullptr;
   std::shared_ptr<const WeightSource> weights = make_synthetic_weights(spec, o.seed);
   HostInputs in = make_inputs(spec, o.tokens, o.seed);
-  const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = o.backend, .device = o.device});
-  if (!o.json && layer.device().kind == DeviceKind::CPU && !have_driver)
+  if (!o.json && !have_driver && (o.backend == "auto" || o.backend == "cpu")) {
     fmt::print("no GPU: running the CPU reference ({})\n", no_driver);
+    std::fflush(stdout);  // before the library's own log line on stderr
+  }
+  const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = o.backend, .device = o.device});
 
   const Timed t = execute(layer, in);
   size_t written = 0;
