@@ -1,9 +1,8 @@
 // Loads libcuda.so.1 at run time and resolves MOEFORGE_DRIVER_FUNCTIONS.
 //
-// Resolution: cuGetProcAddress (the driver's own versioned lookup, asked for the
-// base name, e.g. "cuMemAlloc", at the CUDA_VERSION of the headers we compiled
-// against, so the pointer matches the prototype in cuda.h) and, if that is
-// missing, dlsym of the name cuda.h maps to ("cuMemAlloc" -> "cuMemAlloc_v2").
+// Resolution: dlsym of the name cuda.h maps each function to ("cuMemAlloc" ->
+// "cuMemAlloc_v2"), whose ABI is the prototype we compiled against; the
+// versioned cuGetProcAddress only as a fallback (resolve() says why).
 #include "runtime/driver.hpp"
 
 #include <dlfcn.h>
@@ -38,17 +37,23 @@ Loaded load() {
   using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   auto get_proc = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"));
   std::vector<std::string> missing;
+  // The exported symbol cuda.h maps a name to ("cuMemAlloc" -> "cuMemAlloc_v2")
+  // is exactly the ABI the header declares, so dlsym of that name comes first.
+  // cuGetProcAddress(name, CUDA_VERSION) is NOT equivalent: it returns the newest
+  // ABI of that name for the version, e.g. cuCtxSynchronize_v2(CUcontext) for
+  // "cuCtxSynchronize" under CUDA 13, whose header still declares
+  // cuCtxSynchronize(void) — calling it through the old signature passes a
+  // garbage context (seen on the H200: CUDA_ERROR_CONTEXT_IS_DESTROYED, 709).
+  // It is only the fallback for drivers that do not export the mapped name.
   auto resolve = [&](const char* base, const char* mapped) -> void* {
-    void* p = nullptr;
-    if (get_proc) {
-      CUdriverProcAddressQueryResult status{};
-      if (get_proc(base, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&
-          status == CU_GET_PROC_ADDRESS_SUCCESS && p)
-        return p;
-      p = nullptr;
-    }
-    p = dlsym(h, mapped);
+    void* p = dlsym(h, mapped);
     if (!p) p = dlsym(h, base);
+    if (!p && get_proc) {
+      CUdriverProcAddressQueryResult status{};
+      if (get_proc(base, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+          status != CU_GET_PROC_ADDRESS_SUCCESS)
+        p = nullptr;
+    }
     return p;
   };
   // #name is the unexpanded base name; MOEFORGE_STR_EXPANDED(name) the cuda.h mapping.

@@ -3,13 +3,13 @@
 # benchmarks, write every record under $OUT (copied back to bench/results/),
 # print a short table last.
 #
-#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,tests,bench (default all)
+#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,bench (default all)
 #
 # The GPU machine cannot install packages: the pinned Debian -dev packages travel
 # unpacked in .deps/ (tools/fetch_deps.sh) and are found through CMAKE_PREFIX_PATH.
 set -uo pipefail
 commit=${1:?usage: run_all.sh <commit> [stages]}
-stages=${2:-build,doctor,tests,bench}
+stages=${2:-build,doctor,runs,tests,bench}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
@@ -39,6 +39,15 @@ if has doctor; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>&1 | head -2
   "$cli" doctor --json > "$out/doctor.json" 2> "$out/doctor.err"; note "doctor rc=$?"
   "$cli" doctor 2>&1 | head -60
+fi
+
+if has runs; then  # the README's main job, on the GPU, checked against the CPU reference
+  for a in "mistral-small-4 --tokens 64" "deepseek-v3 --tokens 64" "gpt-oss-120b --tokens 7 --weights mxfp4" \
+           "mistral-small-4 --tokens 333 --weights nvfp4" "qwen3-30b-a3b --tokens 2048 --weights fp8"; do
+    echo "== moeforge run --model $a --check"
+    "$cli" run --model $a --check 2>&1 | tee -a "$out/runs.txt" | tail -n 7
+    note "run $a: rc=${PIPESTATUS[0]}"
+  done
 fi
 
 if has tests; then
