@@ -43,8 +43,8 @@ std::string why_not_here(const Backend& backend, const MoeSpec& spec, int device
 }
 
 void log_once(const std::string& line) {
-  static std::mutex mu;
-  static std::set<std::string> said;
+  static std::mutex& mu = *new std::mutex;  // immortal
+  static auto& said = *new std::set<std::string>;
   std::lock_guard<std::mutex> lock(mu);
   if (said.insert(line).second) std::fprintf(stderr, "moeforge: %s\n", line.c_str());
 }

@@ -92,8 +92,8 @@ SelfTestResult run(const Backend& backend, const MoeSpec& like, int device) {
 }  // namespace
 
 SelfTestResult self_test(const Backend& backend, const MoeSpec& like, int device) {
-  static std::mutex mu;
-  static std::map<std::string, SelfTestResult> memo;
+  static std::mutex& mu = *new std::mutex;  // immortal
+  static auto& memo = *new std::map<std::string, SelfTestResult>;
   const MoeSpec s = self_test_spec(like);
   const std::string key = fmt::format("{}|{}|{}", backend.name(), device, s.describe());
   {

@@ -27,7 +27,7 @@ struct State {
 };
 
 State& state() {
-  static State s;
+  static State& s = *new State;  // immortal: launches may happen during static destruction
   return s;
 }
 

@@ -448,7 +448,7 @@ std::vector<CacheEntryInfo> KernelCache::list() const {
 }
 
 KernelCache& default_cache() {
-  static KernelCache c(settings().cache_root);
+  static KernelCache& c = *new KernelCache(settings().cache_root);  // immortal
   return c;
 }
 

@@ -46,8 +46,8 @@ std::string exact_target(int major, int minor, bool allow_family, bool* family_u
         best ? fmt::format(" (nearest lower of the family: {})", best->target) : "",
         best ? "; set MOEFORGE_ALLOW_FAMILY=1 to use the family target at your own risk" : ""));
   if (family_used) *family_used = true;
-  static std::mutex m;
-  static std::set<std::pair<int, int>> logged;
+  static std::mutex& m = *new std::mutex;  // immortal
+  static auto& logged = *new std::set<std::pair<int, int>>;
   std::lock_guard lock(m);
   if (logged.insert({major, minor}).second)
     warn(fmt::format("compute capability {}.{} is unknown; MOEFORGE_ALLOW_FAMILY=1 selects {} (family fallback, "

@@ -85,7 +85,7 @@ Loaded load() {
 
 const Loaded& loaded() {
   static std::once_flag once;
-  static Loaded L;
+  static Loaded& L = *new Loaded;  // immortal (see use_device)
   std::call_once(once, [] { L = load(); });
   return L;
 }
@@ -126,8 +126,10 @@ void check(CUresult r, const char* what) {
 }
 
 void use_device(int ordinal) {
-  static std::mutex m;
-  static std::vector<CUcontext> contexts;
+  // Immortal: layers and buffers held in other statics are destroyed at exit,
+  // after function-local statics constructed later; they still call use_device.
+  static std::mutex& m = *new std::mutex;
+  static std::vector<CUcontext>& contexts = *new std::vector<CUcontext>;
   const Driver& d = driver();
   CUcontext ctx = nullptr;
   {

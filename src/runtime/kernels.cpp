@@ -108,8 +108,8 @@ std::string budget_violation(const KernelSpec& s, const DeviceInfo& dev) {
 }
 
 const DeviceInfo& cached_device_info(int device) {
-  static std::mutex m;
-  static std::map<int, std::unique_ptr<DeviceInfo>> infos;
+  static std::mutex& m = *new std::mutex;  // immortal: usable from other statics' destructors
+  static auto& infos = *new std::map<int, std::unique_ptr<DeviceInfo>>;
   std::lock_guard lock(m);
   auto& p = infos[device];
   if (!p) p = std::make_unique<DeviceInfo>(device_info(device));
@@ -118,8 +118,8 @@ const DeviceInfo& cached_device_info(int device) {
 
 const LoadedKernel& load_kernel(int device, const KernelSpec& spec) {
   throw_if_context_lost();
-  static std::mutex m;
-  static std::map<std::string, std::unique_ptr<Slot>> memo;
+  static std::mutex& m = *new std::mutex;  // immortal: modules stay loaded until the process ends
+  static auto& memo = *new std::map<std::string, std::unique_ptr<Slot>>;
   Slot* slot;
   {
     std::lock_guard lock(m);

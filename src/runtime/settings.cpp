@@ -12,7 +12,7 @@ bool truthy(const char* v) { return v && *v && std::strcmp(v, "0") != 0 && std::
 
 std::mutex g_warn_mutex;
 WarningSink& sink() {
-  static WarningSink s;
+  static WarningSink& s = *new WarningSink;  // immortal
   return s;
 }
 
