@@ -3,7 +3,7 @@
 # benchmarks, write every record under $OUT (copied back to bench/results/),
 # print a short table last.
 #
-#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,bench (default all)
+#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,bench,stress (default: all but stress)
 #
 # The GPU machine cannot install packages: the pinned Debian -dev packages travel
 # unpacked in .deps/ (tools/fetch_deps.sh) and are found through CMAKE_PREFIX_PATH.
@@ -69,6 +69,12 @@ if has bench; then
       note "bench $backend $w rc=${PIPESTATUS[0]}"
     done
   done
+fi
+
+if has stress; then
+  "$cli" stress --model mistral-small-4 --threads 8 --streams 8 --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
+      --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$out/stress.err" | tee "$out/stress.txt"
+  note "stress rc=${PIPESTATUS[0]}: $(head -1 "$out/stress.txt")"
 fi
 
 echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}"
