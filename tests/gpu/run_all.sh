@@ -12,6 +12,7 @@ commit=${1:?usage: run_all.sh <commit> [stages]}
 stages=${2:-build,doctor,runs,tests,bench}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
+logs=$(mktemp -d /tmp/moeforge-logs.XXXX)   # logs travel back as one archive: $OUT takes at most 8 files
 mkdir -p "$out"
 export MOEFORGE_COMMIT=$commit
 export MOEFORGE_CACHE_DIR=${MOEFORGE_CACHE_DIR:-/tmp/moeforge-cache}
@@ -26,18 +27,18 @@ note() { summary+=("$1"); echo "== $1"; }
 if has build; then
   t0=$(date +%s)
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-        -DOPENSSL_ROOT_DIR="$prefix" > "$out/build.log" 2>&1 &&
-  ninja -C "$build" >> "$out/build.log" 2>&1
+        -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build.log" 2>&1 &&
+  ninja -C "$build" >> "$logs/build.log" 2>&1
   rc=$?
-  tail -n 30 "$out/build.log"
+  tail -n 30 "$logs/build.log"
   note "build rc=$rc in $(( $(date +%s) - t0 ))s"
-  [ $rc -eq 0 ] || { printf '%s\n' "${summary[@]}"; exit 1; }
+  [ $rc -eq 0 ] || { printf '%s\n' "${summary[@]}"; tar czf "$out/logs.tgz" -C "$logs" .; exit 1; }
 fi
 cli=$build/moeforge
 
 if has doctor; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>&1 | head -2
-  "$cli" doctor --json > "$out/doctor.json" 2> "$out/doctor.err"; note "doctor rc=$?"
+  "$cli" doctor --json > "$out/doctor.json" 2> "$logs/doctor.err"; note "doctor rc=$?"
   "$cli" doctor 2>&1 | head -60
 fi
 
@@ -45,7 +46,7 @@ if has runs; then  # the README's main job, on the GPU, checked against the CPU 
   for a in "mistral-small-4 --tokens 64" "deepseek-v3 --tokens 64" "gpt-oss-120b --tokens 7 --weights mxfp4" \
            "mistral-small-4 --tokens 333 --weights nvfp4" "qwen3-30b-a3b --tokens 2048 --weights fp8"; do
     echo "== moeforge run --model $a --check"
-    "$cli" run --model $a --check 2>&1 | tee -a "$out/runs.txt" | tail -n 7
+    "$cli" run --model $a --check 2>&1 | tee -a "$logs/runs.txt" | tail -n 7
     note "run $a: rc=${PIPESTATUS[0]}"
   done
 fi
@@ -53,10 +54,10 @@ fi
 if has tests; then
   t0=$(date +%s)
   "$build/tests/moeforge_gpu_tests" --json "$out/gpu-tests.json" ${MOEFORGE_GPU_FILTER:+--gtest_filter=$MOEFORGE_GPU_FILTER} \
-      > "$out/gpu-tests.log" 2>&1
+      > "$logs/gpu-tests.log" 2>&1
   rc=$?
-  grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$out/gpu-tests.log" | tail -n 40
-  note "gpu tests rc=$rc in $(( $(date +%s) - t0 ))s: $(grep -E '^\[  PASSED  \]' "$out/gpu-tests.log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$out/gpu-tests.log") failed lines"
+  grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$logs/gpu-tests.log" | tail -n 40
+  note "gpu tests rc=$rc in $(( $(date +%s) - t0 ))s: $(grep -E '^\[  PASSED  \]' "$logs/gpu-tests.log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$logs/gpu-tests.log") failed lines"
 fi
 
 if has bench; then
@@ -64,8 +65,8 @@ if has bench; then
     for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
       f="$out/bench-mistral-small-4-$backend-$w.json"
       "$cli" bench --model mistral-small-4 --backend "$backend" --weights "$w" \
-          --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$f" 2> "$out/bench-$backend-$w.err" |
-          tee "$out/bench-$backend-$w.txt"
+          --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$f" 2> "$logs/bench-$backend-$w.err" |
+          tee "$logs/bench-$backend-$w.txt"
       note "bench $backend $w rc=${PIPESTATUS[0]}"
     done
   done
@@ -73,9 +74,10 @@ fi
 
 if has stress; then
   "$cli" stress --model mistral-small-4 --threads 8 --streams 8 --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
-      --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$out/stress.err" | tee "$out/stress.txt"
-  note "stress rc=${PIPESTATUS[0]}: $(head -1 "$out/stress.txt")"
+      --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$logs/stress.err" | tee "$logs/stress.txt"
+  note "stress rc=${PIPESTATUS[0]}: $(head -1 "$logs/stress.txt")"
 fi
 
 echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}"
-for f in "$out"/bench-*.txt; do [ -f "$f" ] && cat "$f"; done
+for f in "$logs"/bench-*.txt; do [ -f "$f" ] && cat "$f"; done
+tar czf "$out/logs.tgz" -C "$logs" .
