@@ -36,13 +36,19 @@ def main() -> int:
         print("no bench records given", file=sys.stderr)
         return 1
 
+    # One colour per weight format: a measured line and its floor (dashed) share it.
     fig, ax = plt.subplots(figsize=(8, 5))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {w: palette[i % len(palette)] for i, w in enumerate(sorted({k[2] for k in series}))}
+    markers = {b: m for b, m in zip(sorted({k[1] for k in series}), "osD^v")}
     for (model, backend, weights), pts in sorted(series.items()):
         ts = sorted(pts)
-        ax.plot(ts, [pts[t] for t in ts], marker="o", label=f"{model} {backend} {weights}")
+        ax.plot(ts, [pts[t] for t in ts], marker=markers[backend], color=colour[weights],
+                label=f"{model} {backend} {weights}")
     for (model, weights), pts in sorted(floors.items()):
         ts = sorted(pts)
-        ax.plot(ts, [pts[t] for t in ts], linestyle="--", color="gray", label=f"floor ({model}, {weights} weights)")
+        ax.plot(ts, [pts[t] for t in ts], linestyle="--", color=colour.get(weights, "gray"), alpha=0.7,
+                label=f"floor: {model}, {weights} weights")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tokens per batch (T)")
