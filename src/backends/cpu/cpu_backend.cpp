@@ -1,5 +1,7 @@
 // The "cpu" backend: the double-precision reference layer, rounded once into
 // the caller's output dtype. Always available; the fallback when there is no GPU.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -45,9 +47,13 @@ class CpuLayer final : public PreparedLayer {
     const double flops = 6.0 * double(call.x->shape[0]) * (spec_.topk + spec_.num_shared_experts) *
                          double(spec_.hidden) * double(spec_.intermediate);
     if (flops > 1e10)
-      options.progress = [](int64_t done, int64_t total) {
-        std::fprintf(stderr, "\rcpu reference: %lld/%lld experts%s", (long long)done, (long long)total,
-                     done == total ? "\n" : "");
+      options.progress = [tty = bool(isatty(fileno(stderr))), shown = int64_t(-1)](int64_t done, int64_t total) mutable {
+        // A live counter on a terminal; quarter steps in logs.
+        const int64_t quarter = total > 0 ? done * 4 / total : 4;
+        if (!tty && quarter == shown) return;
+        shown = quarter;
+        std::fprintf(stderr, tty ? "\rcpu reference: %lld/%lld experts%s" : "cpu reference: %lld/%lld experts%s\n",
+                     (long long)done, (long long)total, tty && done == total ? "\n" : "");
       };
     const std::vector<double> out =
         call.router_logits
