@@ -1,6 +1,7 @@
 // `moeforge bench`: time the whole layer per batch size against the device's
 // own ceilings measured in the same run, and write a bench record (DESIGN.md,
-// "Result records").
+// "Result records"). --checkpoint DIR --layer L times one layer of a Hugging Face checkpoint
+// instead of a preset (router logits = x . router weight^T when the checkpoint has a router).
 #include <fmt/format.h>
 #include <nvrtc.h>
 
@@ -16,6 +17,7 @@
 #include "bench/timing.hpp"
 #include "commands.hpp"
 #include "core/inputs.hpp"
+#include "moeforge/checkpoint.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/layer.hpp"
 #include "moeforge/reference.hpp"
@@ -34,6 +36,8 @@ struct BenchOptions {
   int runs = 20;
   uint64_t seed = 0;
   std::string json_path;
+  std::string checkpoint;
+  int layer = 0;
 };
 
 // Bytes of one expert's weights as stored (values + scales + biases).
@@ -58,9 +62,16 @@ std::string iso_now() {
 }
 
 int bench(const BenchOptions& o) {
-  MoeSpec spec = presets::get(o.model);
-  spec.weight_format = parse_weight_format(o.weights, "--weights");
-  spec.validate();
+  std::shared_ptr<const CheckpointWeights> ckpt;
+  MoeSpec spec;
+  if (!o.checkpoint.empty()) {
+    ckpt = CheckpointWeights::open(o.checkpoint, o.layer);  // before the GPU check: a bad checkpoint says so anywhere
+    spec = ckpt->spec();
+  } else {
+    spec = presets::get(o.model);
+    spec.weight_format = parse_weight_format(o.weights, "--weights");
+    spec.validate();
+  }
   std::string why;
   if (!rt::driver_or_null(&why)) throw Unsupported("bench needs a GPU: no CUDA driver (" + why + ")");
   if (o.runs < 1) throw InvalidArgument("--runs", fmt::format("must be >= 1, got {}", o.runs));
@@ -71,7 +82,8 @@ int bench(const BenchOptions& o) {
   fmt::print(stderr, "measuring ceilings on {} ({})...\n", dev.name, dev.target);
   const bench::Ceilings ceil = bench::measure_ceilings(o.device);
   fmt::print(stderr, "preparing {} ({} weights)...\n", spec.name, to_string(spec.weight_format));
-  std::shared_ptr<const WeightSource> weights = make_synthetic_weights(spec, o.seed);
+  std::shared_ptr<const WeightSource> weights = ckpt ? std::shared_ptr<const WeightSource>(ckpt)
+                                                     : std::shared_ptr<const WeightSource>(make_synthetic_weights(spec, o.seed));
   const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = o.backend, .device = o.device});
   const std::vector<float> bias = weights->correction_bias();
 
@@ -80,6 +92,7 @@ int bench(const BenchOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t T : o.tokens) {
     HostInputs in = make_inputs(spec, T, o.seed * 1000003 + uint64_t(T));
+    if (ckpt && !ckpt->router_weight().empty()) in.logits = ckpt->router_logits(in.x_view());
     const reference::Routing r = reference::route(spec, in.logits.data(), T, bias);
     const std::set<int32_t> touched(r.ids.begin(), r.ids.end());
     DeviceBuffer x = DeviceBuffer::from_host(o.device, in.x), l = DeviceBuffer::from_host(o.device, in.logits);
@@ -133,6 +146,7 @@ int bench(const BenchOptions& o) {
         {"sm_count", dev.sm_count}}},
       {"ceilings", {{"read_GBps", ceil.read_GBps}, {"bf16_TFLOPs", ceil.bf16_TFLOPs}, {"gemm", ceil.gemm_note}}},
       {"spec", spec.describe()},
+      {"checkpoint", ckpt ? nlohmann::json(ckpt->describe()) : nlohmann::json(nullptr)},
       {"backend_reason", layer.backend_reason()},
       {"rows", rows}};
   if (!o.json_path.empty()) {
@@ -169,6 +183,8 @@ Registered register_bench(CLI::App& root) {
   cmd->add_option("--runs", o->runs, "Timed runs per T (median reported)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of weights and inputs")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Write the bench record (JSON) to this file");
+  cmd->add_option("--checkpoint", o->checkpoint, "Time one layer of this Hugging Face checkpoint directory instead of a preset");
+  cmd->add_option("--layer", o->layer, "Layer of --checkpoint")->capture_default_str();
   return {cmd, [o] { return bench(*o); }};
 }
 

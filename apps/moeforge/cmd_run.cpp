@@ -1,5 +1,11 @@
-// `moeforge run`: build a preset layer with deterministic synthetic weights, run
-// one batch, print what ran (backend and why), the time and a checksum.
+// `moeforge run`: build a preset layer with deterministic synthetic weights (or one layer of a
+// Hugging Face checkpoint: --checkpoint DIR --layer L), run one batch, print what ran (backend
+// and why), the time and a checksum.
+//
+// With --checkpoint, x is the usual synthetic batch and the router logits are x times the
+// checkpoint's router weight (realistic routing: the experts the model would pick for such
+// inputs); --routing random uses the synthetic logits instead (also the fallback, with a note,
+// when the checkpoint has no router weight).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -12,6 +18,7 @@
 #include "backends/device_buffer.hpp"
 #include "commands.hpp"
 #include "core/inputs.hpp"
+#include "moeforge/checkpoint.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
 #include "moeforge/layer.hpp"
@@ -31,6 +38,10 @@ struct RunOptions {
   bool check = false;
   int64_t check_rows = 0;
   bool json = false;
+  std::string checkpoint;  // a Hugging Face checkpoint directory (replaces --model/--weights)
+  int layer = 0;
+  std::string routing = "router";  // router | random (checkpoints only)
+  bool model_given = false, weights_given = false;
 };
 
 struct Timed {
@@ -79,15 +90,37 @@ Timed execute(const MoeLayer& layer, HostInputs& in) {
 }
 
 int run(const RunOptions& o) {
-  MoeSpec spec = presets::get(o.model);
-  spec.weight_format = parse_weight_format(o.weights, "--weights");
-  spec.validate();
   if (o.tokens < 0) throw InvalidArgument("--tokens", fmt::format("must be >= 0, got {}", o.tokens));
+  MoeSpec spec;
+  std::shared_ptr<const WeightSource> weights;
+  std::shared_ptr<const CheckpointWeights> ckpt;
+  if (!o.checkpoint.empty()) {
+    if (o.model_given) throw InvalidArgument("--model", "cannot be combined with --checkpoint (the spec comes from its config.json)");
+    if (o.weights_given) throw InvalidArgument("--weights", "cannot be combined with --checkpoint (the format comes from its tensors)");
+    if (o.routing != "router" && o.routing != "random")
+      throw InvalidArgument("--routing", fmt::format("expected router or random, got '{}'", o.routing));
+    ckpt = CheckpointWeights::open(o.checkpoint, o.layer);
+    spec = ckpt->spec();
+    weights = ckpt;
+  } else {
+    spec = presets::get(o.model);
+    spec.weight_format = parse_weight_format(o.weights, "--weights");
+    spec.validate();
+  }
 
   std::string no_driver;
   const bool have_driver = rt::driver_or_null(&no_driver) != nullptr;
-  std::shared_ptr<const WeightSource> weights = make_synthetic_weights(spec, o.seed);
+  if (!weights) weights = make_synthetic_weights(spec, o.seed);
   HostInputs in = make_inputs(spec, o.tokens, o.seed);
+  std::string routing = "synthetic logits";
+  if (ckpt && o.routing == "router" && o.tokens > 0) {
+    if (ckpt->router_weight().empty()) {
+      routing = "synthetic logits (the checkpoint has no router weight)";
+    } else {
+      in.logits = ckpt->router_logits(in.x_view());
+      routing = "x . router weight^T";
+    }
+  }
   if (!o.json && !have_driver && (o.backend == "auto" || o.backend == "cpu")) {
     fmt::print("no GPU: running the CPU reference ({})\n", no_driver);
     std::fflush(stdout);  // before the library's own log line on stderr
@@ -116,6 +149,13 @@ int run(const RunOptions& o) {
                       {"checksum", checksum},
                       {"mean_abs", t.out.empty() ? 0.0 : abs_sum / double(t.out.size())},
                       {"unwritten", t.out.size() - written}};
+  if (ckpt) {
+    j["checkpoint"] = o.checkpoint;
+    j["layer"] = o.layer;
+    j["layout"] = ckpt->describe();
+    j["routing"] = routing;
+    j["warnings"] = ckpt->warnings();
+  }
 
   int status = 0;
   if (o.check && o.tokens > 0) {
@@ -155,6 +195,10 @@ int run(const RunOptions& o) {
     fmt::print("{}\n", j.dump());
     return status;
   }
+  if (ckpt) {
+    fmt::print("checkpoint {}\n", ckpt->describe());
+    fmt::print("routing  {}\n", routing);
+  }
   fmt::print("model    {}\n", spec.describe());
   fmt::print("backend  {} on {} ({})\n", layer.backend_name(), j["device"].get<std::string>(), layer.backend_reason());
   fmt::print("tokens   {}  seed {}\n", o.tokens, o.seed);
@@ -175,12 +219,22 @@ int run(const RunOptions& o) {
 
 Registered register_run(CLI::App& root) {
   auto opts = std::make_shared<RunOptions>();
-  auto* cmd = root.add_subcommand("run", "Run one batch through a preset layer with synthetic weights");
+  auto* cmd = root.add_subcommand(
+      "run", "Run one batch through a preset layer with synthetic weights, or one layer of a checkpoint");
   cmd->add_option("--model", opts->model, "Preset: " + fmt::format("{}", fmt::join(presets::names(), ", ")))
+      ->capture_default_str()
+      ->each([opts](const std::string&) { opts->model_given = true; });
+  cmd->add_option("--checkpoint", opts->checkpoint,
+                  "A Hugging Face checkpoint directory (config.json + safetensors): run its MoE layer --layer");
+  cmd->add_option("--layer", opts->layer, "Layer of --checkpoint")->capture_default_str();
+  cmd->add_option("--routing", opts->routing,
+                  "With --checkpoint: router (logits = x . router weight^T) or random (synthetic logits)")
       ->capture_default_str();
   cmd->add_option("--tokens", opts->tokens, "Tokens in the batch (T)")->capture_default_str();
   cmd->add_option("--backend", opts->backend, "auto, cpu or a GPU backend (portable, ...)")->capture_default_str();
-  cmd->add_option("--weights", opts->weights, "Weight format: bf16, fp8, nvfp4, mxfp4")->capture_default_str();
+  cmd->add_option("--weights", opts->weights, "Weight format: bf16, fp8, nvfp4, mxfp4")
+      ->capture_default_str()
+      ->each([opts](const std::string&) { opts->weights_given = true; });
   cmd->add_option("--seed", opts->seed, "Seed of the synthetic weights and inputs")->capture_default_str();
   cmd->add_option("--device", opts->device, "CUDA device ordinal")->capture_default_str();
   cmd->add_flag("--check", opts->check, "Compare with the CPU reference in double precision (exit 1 if over the bound)");
