@@ -3,7 +3,7 @@
 # benchmarks, write every record under $OUT (copied back to bench/results/),
 # print a short table last.
 #
-#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,bench,stress (default: all but stress)
+#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,bench,stress,sanitizer (default: all but stress, sanitizer)
 #
 # The GPU machine cannot install packages: the pinned Debian -dev packages travel
 # unpacked in .deps/ (tools/fetch_deps.sh) and are found through CMAKE_PREFIX_PATH.
@@ -76,6 +76,39 @@ if has stress; then
   "$cli" stress --model mistral-small-4 --threads 8 --streams 8 --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
       --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$logs/stress.err" | tee "$logs/stress.txt"
   note "stress rc=${PIPESTATUS[0]}: $(head -1 "$logs/stress.txt")"
+fi
+
+if has sanitizer; then  # compute-sanitizer over a reduced GPU suite: one JSON record, logs into logs.tgz
+  # Small cases only (racecheck on the GEMM is slow): two presets at T <= 64, decode-sized
+  # graph replays, precomputed ids. Each tool is bounded (MOEFORGE_SANITIZER_SECONDS, default
+  # 110 s: the device runs at most 10 minutes per command, so run this stage on its own:
+  # run_all.sh <commit> build,sanitizer). A run cut short is recorded as "complete": false.
+  san_filter=${MOEFORGE_SANITIZER_FILTER:-'All/PortableLayerMatrix.MatchesReference/mistral_small_4_*_T7:All/PortableLayerMatrix.MatchesReference/deepseek_v3_bf16_T64:PortableLayer.PrecomputedIdsEqualRoutedForward:Decode/RobustGraph.*/T1_*:RobustHostile.ZeroAndOneTokenWithPrecomputedIds'}
+  san_json="" san_total=0 san_incomplete=0
+  for tool in memcheck racecheck initcheck synccheck; do
+    t0=$(date +%s)
+    timeout -s INT "${MOEFORGE_SANITIZER_SECONDS:-110}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        --print-limit 200 --log-file "$logs/sanitizer-$tool.log" \
+        "$build/tests/moeforge_gpu_tests" --gtest_filter="$san_filter" > "$logs/sanitizer-$tool.out" 2>&1
+    rc=$?
+    # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards
+    # displayed (E errors, W warnings)" (warnings are counted too).
+    errs=$(grep -hoE 'ERROR SUMMARY: [0-9]+' "$logs/sanitizer-$tool.log" 2>/dev/null | awk '{s+=$3} END{print s+0}')
+    haz=$(grep -hoE '\(([0-9]+) errors, ([0-9]+) warnings\)' "$logs/sanitizer-$tool.log" 2>/dev/null |
+          grep -oE '[0-9]+' | awk '{s+=$1} END{print s+0}')
+    errs=$((errs + haz))
+    complete=true; grep -qE 'SUMMARY' "$logs/sanitizer-$tool.log" 2>/dev/null || complete=false
+    [ $rc -eq 124 ] || [ $rc -eq 130 ] && complete=false
+    [ "$complete" = true ] || san_incomplete=$((san_incomplete + 1))
+    passed_tests=$(grep -oE '^\[  PASSED  \] [0-9]+' "$logs/sanitizer-$tool.out" | awk '{print $4}' | tail -1)
+    san_total=$((san_total + errs))
+    san_json+="${san_json:+,}\"$tool\": {\"errors\": $errs, \"rc\": $rc, \"seconds\": $(( $(date +%s) - t0 )), \"complete\": $complete, \"tests_passed\": ${passed_tests:-0}}"
+    note "sanitizer $tool: $errs errors, rc=$rc, complete=$complete in $(( $(date +%s) - t0 ))s"
+  done
+  gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+  printf '{\n  "kind": "sanitizer",\n  "commit": "%s",\n  "date": "%s",\n  "device": {"name": "%s", "driver": "%s"},\n  "filter": "%s",\n  "tools": {%s},\n  "errors": %d,\n  "incomplete_tools": %d\n}\n' \
+    "$commit" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${gpu_name%%,*}" "${gpu_name#*, }" "$san_filter" "$san_json" \
+    "$san_total" "$san_incomplete" > "$out/sanitizer.json"
 fi
 
 echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}"
