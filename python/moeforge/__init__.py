@@ -86,15 +86,23 @@ class MoeLayer:
         self._layer = _core.Layer(spec, weights, backend, device)
 
     @classmethod
-    def from_checkpoint(cls, path: str, layer: int, backend: str = "auto", device: int = 0) -> "MoeLayer":
-        """Not available yet.
+    def from_checkpoint(cls, path: str, layer: int, backend: str = "auto", device: int = 0,
+                        allow_bf16_fallback: bool = True) -> "MoeLayer":
+        """Layer ``layer`` of a Hugging Face safetensors checkpoint directory (config.json +
+        *.safetensors): the spec comes from config.json, the weights are memory-mapped and
+        read one expert at a time (``Weights.from_checkpoint``). Loading warnings (e.g. a
+        fallback to BF16) are issued as Python warnings. Router logits for this layer:
+        ``layer.weights.router_logits(x)`` (CPU x).
+        Raises IoError for a missing or damaged checkpoint, UnsupportedError for a layout
+        moeforge cannot run."""
+        if not getattr(_core, "_has_checkpoints", False):
+            raise UnsupportedError("MoeLayer.from_checkpoint: this build has no checkpoint loader", "unsupported", 3)
+        weights = Weights.from_checkpoint(str(path), int(layer), allow_bf16_fallback)
+        import warnings
 
-        TODO(checkpoints): build from a safetensors checkpoint directory once the C++
-        side exposes it (include/moeforge/checkpoint.hpp, CheckpointWeights): bind a
-        ``Weights.from_checkpoint(dir, layer)`` in python/src/bind_layer.cpp and call
-        ``cls(weights.spec, weights, backend, device)`` here.
-        """
-        raise UnsupportedError("MoeLayer.from_checkpoint: this build has no checkpoint loader yet", "unsupported", 3)
+        for message in weights.warnings:
+            warnings.warn(f"moeforge checkpoint: {message}", stacklevel=2)
+        return cls(weights.spec, weights, backend=backend, device=device)
 
     # -- properties ---------------------------------------------------------------------
     @property

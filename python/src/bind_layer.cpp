@@ -12,6 +12,12 @@
 #include "convert.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
+#if __has_include("moeforge/checkpoint.hpp")
+#include "moeforge/checkpoint.hpp"
+#define MOEFORGE_PY_CHECKPOINTS 1
+#else
+#define MOEFORGE_PY_CHECKPOINTS 0
+#endif
 #include "moeforge/layer.hpp"
 #include "moeforge/reference.hpp"
 #include "moeforge/validate.hpp"
@@ -22,7 +28,19 @@ namespace {
 // The Python-side handle to a WeightSource (shared: a layer on the "cpu" backend keeps it).
 struct Weights {
   std::shared_ptr<const WeightSource> src;
+#if MOEFORGE_PY_CHECKPOINTS
+  std::shared_ptr<const CheckpointWeights> checkpoint;  // set for Weights.from_checkpoint
+  std::vector<std::string> warnings;
+#endif
 };
+
+#if MOEFORGE_PY_CHECKPOINTS
+const CheckpointWeights& checkpoint_of(const Weights& w) {
+  if (!w.checkpoint)
+    throw InvalidArgument("weights", "expected weights from Weights.from_checkpoint (only they have a router)");
+  return *w.checkpoint;
+}
+#endif
 
 template <class T>
 nb::ndarray<nb::numpy, T> numpy_owning(std::vector<T>&& v, std::initializer_list<size_t> shape) {
@@ -74,11 +92,11 @@ std::vector<float> floats_from(const nb::ndarray<>& a, int64_t count, const std:
   return f;
 }
 
-using Arrays = std::vector<nb::ndarray<>>;
+using Arrays = std::vector<nb::object>;
 
 Weights from_experts(const MoeSpec& spec, const Arrays& w13, const Arrays& w2, const std::optional<Arrays>& b13,
                      const std::optional<Arrays>& b2, const Arrays& shared_w13, const Arrays& shared_w2,
-                     const std::optional<nb::ndarray<>>& correction_bias) {
+                     const std::optional<nb::object>& correction_bias) {
   spec.validate();
   const int64_t E = spec.num_experts, H = spec.hidden, I = spec.intermediate, S = spec.num_shared_experts;
   auto count = [](const char* name, size_t got, int64_t want) {
@@ -99,20 +117,20 @@ Weights from_experts(const MoeSpec& spec, const Arrays& w13, const Arrays& w2, c
   std::vector<ExpertWeights> experts(static_cast<size_t>(E)), shared(static_cast<size_t>(S));
   for (int64_t e = 0; e < E; ++e) {
     ExpertWeights& x = experts[size_t(e)];
-    x.w13 = matrix_from(w13[size_t(e)], spec.weight_format, 2 * I, H, fmt::format("w13[{}]", e));
-    x.w2 = matrix_from(w2[size_t(e)], spec.weight_format, H, I, fmt::format("w2[{}]", e));
+    x.w13 = matrix_from(as_array(w13[size_t(e)], fmt::format("w13[{}]", e)), spec.weight_format, 2 * I, H, fmt::format("w13[{}]", e));
+    x.w2 = matrix_from(as_array(w2[size_t(e)], fmt::format("w2[{}]", e)), spec.weight_format, H, I, fmt::format("w2[{}]", e));
     if (spec.expert_bias) {
-      x.b13 = floats_from((*b13)[size_t(e)], 2 * I, fmt::format("b13[{}]", e));
-      x.b2 = floats_from((*b2)[size_t(e)], H, fmt::format("b2[{}]", e));
+      x.b13 = floats_from(as_array((*b13)[size_t(e)], fmt::format("b13[{}]", e)), 2 * I, fmt::format("b13[{}]", e));
+      x.b2 = floats_from(as_array((*b2)[size_t(e)], fmt::format("b2[{}]", e)), H, fmt::format("b2[{}]", e));
     }
   }
   const int64_t SI = spec.shared_intermediate;
   for (int64_t s = 0; s < S; ++s) {
-    shared[size_t(s)].w13 = matrix_from(shared_w13[size_t(s)], spec.weight_format, 2 * SI, H, fmt::format("shared_w13[{}]", s));
-    shared[size_t(s)].w2 = matrix_from(shared_w2[size_t(s)], spec.weight_format, H, SI, fmt::format("shared_w2[{}]", s));
+    shared[size_t(s)].w13 = matrix_from(as_array(shared_w13[size_t(s)], fmt::format("shared_w13[{}]", s)), spec.weight_format, 2 * SI, H, fmt::format("shared_w13[{}]", s));
+    shared[size_t(s)].w2 = matrix_from(as_array(shared_w2[size_t(s)], fmt::format("shared_w2[{}]", s)), spec.weight_format, H, SI, fmt::format("shared_w2[{}]", s));
   }
   std::vector<float> bias;
-  if (correction_bias) bias = floats_from(*correction_bias, E, "correction_bias");
+  if (correction_bias) bias = floats_from(as_array(*correction_bias, "correction_bias"), E, "correction_bias");
   return Weights{std::make_shared<InMemoryWeights>(spec, std::move(experts), std::move(shared), std::move(bias))};
 }
 
@@ -162,6 +180,50 @@ void bind_layer(nb::module_& m) {
                   "Any DLPack CPU array (bf16, f16, f32, f64); bf16 into a BF16 spec (f16 into FP16) is\n"
                   "copied bit for bit, anything else is quantized into spec.weight_format. Copies the data.")
       .def_prop_ro("spec", [](const Weights& w) { return w.src->spec(); })
+#if MOEFORGE_PY_CHECKPOINTS
+      .def_static(
+          "from_checkpoint",
+          [](const std::string& dir, int layer, bool allow_bf16_fallback) {
+            Weights w;
+            std::vector<std::string> warnings;
+            {
+              nb::gil_scoped_release release;
+              CheckpointOptions o;
+              o.allow_bf16_fallback = allow_bf16_fallback;
+              o.warn = [&warnings](const std::string& m) { warnings.push_back(m); };
+              std::shared_ptr<const CheckpointWeights> c = CheckpointWeights::open(dir, layer, o);
+              w.checkpoint = c;
+              w.src = c;
+            }
+            w.warnings = std::move(warnings);
+            return w;
+          },
+          nb::arg("dir"), nb::arg("layer"), nb::arg("allow_bf16_fallback") = true,
+          "One MoE layer of a Hugging Face safetensors checkpoint (C++ CheckpointWeights::open): the\n"
+          "spec from config.json, weights memory-mapped and read one expert at a time. Raises IoError\n"
+          "for a missing or damaged checkpoint, UnsupportedError for a layout moeforge cannot run.")
+      .def_prop_ro("warnings", [](const Weights& w) { return w.warnings; },
+                   "Warnings from loading a checkpoint (fallbacks, assumptions); empty otherwise.")
+      .def_prop_ro("description", [](const Weights& w) -> std::string {
+        return w.checkpoint ? w.checkpoint->describe() : std::string("weights for ") + w.src->spec().describe();
+      })
+      .def(
+          "router_logits",
+          [](const Weights& w, nb::ndarray<> x) {
+            const CheckpointWeights& c = checkpoint_of(w);
+            const TensorView xv = to_view(x, "x");
+            std::vector<float> logits;
+            {
+              nb::gil_scoped_release release;
+              logits = c.router_logits(xv);
+            }
+            const size_t T = size_t(xv.rank > 0 ? xv.shape[0] : 0);
+            return numpy_owning(std::move(logits), {T, size_t(c.spec().num_experts)});
+          },
+          nb::arg("x"),
+          "Checkpoint weights only: router logits [T, E] float32 = x [T, H] (CPU) @ router weight^T\n"
+          "(+ router bias), in double, rounded once.")
+#endif
       .def(
           "expert", [](const Weights& w, int64_t e) {
             if (e < 0 || e >= w.src->spec().num_experts)
@@ -222,6 +284,7 @@ void bind_layer(nb::module_& m) {
         return std::make_tuple(std::string(d.kind == DeviceKind::CPU ? "cpu" : "cuda"), d.index);
       }, "('cpu', 0) or ('cuda', ordinal)");
 
+  m.attr("_has_checkpoints") = bool(MOEFORGE_PY_CHECKPOINTS);
   m.def(
       "_reference_forward",
       [](const MoeSpec& spec, const Weights& w, nb::ndarray<> x, nb::ndarray<> logits, int threads) {
@@ -265,22 +328,7 @@ void bind_layer(nb::module_& m) {
       "moeforge::reference::route: (ids int32 [T, k], weights float64 [T, k]).");
   m.def(
       "_reinterpret_bf16",
-      [](nb::object obj) {
-        const auto a = nb::cast<nb::ndarray<>>(obj);
-        const auto t = a.dtype();
-        if (!(t.code == uint8_t(nb::dlpack::dtype_code::UInt) && t.bits == 16 && t.lanes == 1) &&
-            !(t.code == uint8_t(nb::dlpack::dtype_code::Int) && t.bits == 16 && t.lanes == 1))
-          throw InvalidArgument("a", "expected a 16-bit integer array holding bf16 bits");
-        std::vector<size_t> shape(a.ndim());
-        std::vector<int64_t> strides(a.ndim());
-        for (size_t d = 0; d < a.ndim(); ++d) {
-          shape[d] = a.shape(d);
-          strides[d] = a.stride(d);
-        }
-        nb::dlpack::dtype bf16{uint8_t(nb::dlpack::dtype_code::Bfloat), 16, 1};
-        return nb::ndarray<>(const_cast<void*>(a.data()), a.ndim(), shape.data(), obj, strides.data(), bf16, a.device_type(),
-                             a.device_id());
-      },
+      [](nb::object obj) { return reinterpret_bf16(nb::cast<nb::ndarray<>>(obj), obj); },
       nb::arg("a"),
       "The same memory as a uint16/int16 array, typed bf16 (a DLPack array): how NumPy arrays of\n"
       "ml_dtypes.bfloat16 reach the core.");

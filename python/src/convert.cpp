@@ -53,6 +53,36 @@ TensorView to_view(const nb::ndarray<>& a, const char* name) {
   return t;
 }
 
+nb::ndarray<> reinterpret_bf16(const nb::ndarray<>& a, nb::handle owner) {
+  const auto t = a.dtype();
+  using C = nb::dlpack::dtype_code;
+  if (!((t.code == uint8_t(C::UInt) || t.code == uint8_t(C::Int)) && t.bits == 16 && t.lanes == 1))
+    throw InvalidArgument("a", "expected a 16-bit integer array holding bf16 bits");
+  std::vector<size_t> shape(a.ndim());
+  std::vector<int64_t> strides(a.ndim());
+  for (size_t d = 0; d < a.ndim(); ++d) {
+    shape[d] = a.shape(d);
+    strides[d] = a.stride(d);
+  }
+  const nb::dlpack::dtype bf16{uint8_t(C::Bfloat), 16, 1};
+  return nb::ndarray<>(const_cast<void*>(a.data()), a.ndim(), shape.data(), owner, strides.data(), bf16,
+                       a.device_type(), a.device_id());
+}
+
+nb::ndarray<> as_array(nb::handle o, const std::string& name) {
+  nb::ndarray<> a;
+  if (nb::try_cast(o, a)) return a;
+  if (nb::hasattr(o, "dtype") && nb::hasattr(o, "view")) {
+    nb::object dt = o.attr("dtype");
+    if (nb::hasattr(dt, "name") && nb::cast<std::string>(nb::str(dt.attr("name"))) == "bfloat16") {
+      nb::object bits = o.attr("view")(nb::module_::import_("numpy").attr("uint16"));
+      return reinterpret_bf16(nb::cast<nb::ndarray<>>(bits), bits);
+    }
+  }
+  throw InvalidArgument(name, fmt::format("expected a DLPack array (NumPy, torch, CuPy, JAX), got {}",
+                                          nb::cast<std::string>(nb::str(o.type()))));
+}
+
 RoutingKind parse_routing_kind(const std::string& s, const char* argument) {
   for (auto k : {RoutingKind::Softmax, RoutingKind::SoftmaxGrouped, RoutingKind::SigmoidBiasGrouped})
     if (to_string(k) == s) return k;

@@ -19,6 +19,12 @@ namespace nb = nanobind;
 // Strides of size-1 dimensions are normalized (they never address memory).
 TensorView to_view(const nb::ndarray<>& a, const char* name);
 
+// Any DLPack array, or a NumPy array of ml_dtypes.bfloat16 (NumPy cannot export it through
+// DLPack: its bits are viewed as uint16 and typed bf16). InvalidArgument(name) otherwise.
+nb::ndarray<> as_array(nb::handle o, const std::string& name);
+// The memory of a uint16/int16 array, typed bf16; `owner` keeps it alive.
+nb::ndarray<> reinterpret_bf16(const nb::ndarray<>& a, nb::handle owner);
+
 RoutingKind parse_routing_kind(const std::string& s, const char* argument);
 ActivationKind parse_activation_kind(const std::string& s, const char* argument);
 

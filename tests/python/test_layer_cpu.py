@@ -141,3 +141,11 @@ def test_deterministic_synthetic_weights():
     x, logits = inputs(spec, 8, seed=9)
     np.testing.assert_array_equal(a(x, logits), b(x, logits))
     assert not np.array_equal(a(x, logits), c(x, logits))
+
+
+def test_readme_cpu_example():
+    import moeforge, numpy as np  # noqa: E401,F811
+    layer = moeforge.MoeLayer(moeforge.MoeSpec(num_experts=8, hidden=256, intermediate=128, topk=2), backend="cpu")
+    rng = np.random.default_rng(0)
+    y = layer(rng.standard_normal((4, 256), np.float32), rng.standard_normal((4, 8), np.float32))
+    assert (layer.backend, y.shape, y.dtype) == ("cpu", (4, 256), np.float32)
