@@ -3,7 +3,6 @@
 // "Result records"). --checkpoint DIR --layer L times one layer of a Hugging Face checkpoint
 // instead of a preset (router logits = x . router weight^T when the checkpoint has a router).
 #include <fmt/format.h>
-#include <nvrtc.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 
 #include "backends/device_buffer.hpp"
 #include "bench/ceilings.hpp"
+#include "bench/record.hpp"
 #include "bench/timing.hpp"
 #include "commands.hpp"
 #include "core/inputs.hpp"
@@ -54,12 +54,6 @@ double expert_bytes(const MoeSpec& s, int64_t inter, bool bias) {
   return params * per + (bias ? 4.0 * (2.0 * double(inter) + double(s.hidden)) : 0.0);
 }
 
-std::string iso_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 int bench(const BenchOptions& o) {
   std::shared_ptr<const CheckpointWeights> ckpt;
@@ -131,24 +125,13 @@ int bench(const BenchOptions& o) {
   }
   rt::driver().cuStreamDestroy(stream);
 
-  int nv_major = 0, nv_minor = 0;
-  nvrtcVersion(&nv_major, &nv_minor);
-  const char* commit = std::getenv("MOEFORGE_COMMIT");
-  nlohmann::json record = {
-      {"kind", "bench"},
-      {"commit", commit ? commit : "unknown"},
-      {"date", iso_now()},
-      {"device",
-       {{"name", dev.name},
-        {"target", dev.target},
-        {"driver", fmt::format("{}.{}", dev.driver_version / 1000, (dev.driver_version % 1000) / 10)},
-        {"nvrtc", fmt::format("{}.{}", nv_major, nv_minor)},
-        {"sm_count", dev.sm_count}}},
+  nlohmann::json record = bench::record_header("bench", o.device);
+  record.update({
       {"ceilings", {{"read_GBps", ceil.read_GBps}, {"bf16_TFLOPs", ceil.bf16_TFLOPs}, {"gemm", ceil.gemm_note}}},
       {"spec", spec.describe()},
       {"checkpoint", ckpt ? nlohmann::json(ckpt->describe()) : nlohmann::json(nullptr)},
       {"backend_reason", layer.backend_reason()},
-      {"rows", rows}};
+      {"rows", rows}});
   if (!o.json_path.empty()) {
     std::ofstream f(o.json_path);
     if (!f) throw IoError("--json: cannot write " + o.json_path);

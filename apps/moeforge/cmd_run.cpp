@@ -202,7 +202,10 @@ int run(const RunOptions& o) {
   fmt::print("model    {}\n", spec.describe());
   fmt::print("backend  {} on {} ({})\n", layer.backend_name(), j["device"].get<std::string>(), layer.backend_reason());
   fmt::print("tokens   {}  seed {}\n", o.tokens, o.seed);
-  fmt::print("time     {:.1f} us{}\n", t.us,
+  const std::string human = t.us < 1e4 ? fmt::format("{:.1f} us", t.us)
+                            : t.us < 1e7 ? fmt::format("{:.2f} ms", t.us / 1e3)
+                                         : fmt::format("{:.2f} s", t.us / 1e6);
+  fmt::print("time     {}{}\n", human,
              layer.device().kind == DeviceKind::CPU ? " (wall clock, CPU reference)" : " (device events, warm)");
   fmt::print("checksum {}  mean|out| {:.6f}  unwritten {}\n", checksum, j["mean_abs"].get<double>(),
              j["unwritten"].get<size_t>());

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "backends/device_buffer.hpp"
+#include "bench/record.hpp"
 #include "commands.hpp"
 #include "core/inputs.hpp"
 #include "moeforge/errors.hpp"
@@ -149,16 +150,8 @@ int stress(const StressOptions& o) {
   for (auto& th : threads) th.join();
   for (auto& s : streams) d.cuStreamDestroy(s);
 
-  const rt::DeviceInfo dev = rt::device_info(o.device);
-  const char* commit = std::getenv("MOEFORGE_COMMIT");
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  nlohmann::json rec = {{"kind", "stress"},
-                        {"commit", commit ? commit : "unknown"},
-                        {"date", date},
-                        {"device", {{"name", dev.name}, {"target", dev.target}}},
-                        {"model", spec.name},
+  nlohmann::json rec = bench::record_header("stress", o.device);
+  rec.update({{"model", spec.name},
                         {"backend", layer.backend_name()},
                         {"weights", to_string(spec.weight_format)},
                         {"threads", o.threads},
@@ -171,7 +164,7 @@ int stress(const StressOptions& o) {
                         {"mismatches", mismatches.load()},
                         {"p50_ms", percentile(latencies, 0.5)},
                         {"p99_ms", percentile(latencies, 0.99)},
-                        {"first_errors", first_errors}};
+                        {"first_errors", first_errors}});
   if (!o.json_path.empty()) std::ofstream(o.json_path) << rec.dump(2) << "\n";
   fmt::print("stress {} ({}, {} weights) {} threads x {} streams, {:.1f} min: {} calls, {} tokens, {} errors, "
              "{} mismatches, p50 {:.2f} ms, p99 {:.2f} ms\n",

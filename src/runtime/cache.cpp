@@ -1,5 +1,7 @@
 #include "runtime/cache.hpp"
 
+#include "core/clock.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -83,14 +85,6 @@ std::string write_atomic(const std::string& dir, const std::string& name, std::s
   return "";
 }
 
-std::string now_iso8601() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void put(std::string& s, std::string_view field, std::string_view v) {
   s += field;
@@ -315,7 +309,7 @@ void KernelCache::publish(const std::string& dir, const std::string& key, const 
   meta["cubin_sha256"] = sha256_hex(res.cubin);
   meta["cubin_bytes"] = res.cubin.size();
   meta["compile_ms"] = std::round(res.ms * 10) / 10;
-  meta["created"] = now_iso8601();
+  meta["created"] = iso8601_utc_now();
   std::string err = write_atomic(dir, key + ".cubin", res.cubin);
   if (err.empty()) err = write_atomic(dir, key + ".json", meta.dump(2) + "\n");
   if (err.empty()) fsync_dir(dir);

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "bench/record.hpp"
+
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -55,43 +57,6 @@ class RecordListener : public ::testing::EmptyTestEventListener {
   }
 };
 
-std::string iso_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-json device_record() {
-  using namespace moeforge::rt;
-  json d = {{"nvrtc", nvrtc_version()}};
-  std::string why;
-  const Driver* drv = driver_or_null(&why);
-  if (!drv) {
-    d["name"] = "none";
-    d["driver"] = "no CUDA driver: " + why;
-    return d;
-  }
-  d["driver"] = fmt::format("{}.{}", drv->version / 1000, (drv->version % 1000) / 10);
-  if (device_count() == 0) {
-    d["name"] = "none";
-    return d;
-  }
-  try {
-    const DeviceInfo& info = cached_device_info(0);
-    d["name"] = info.name;
-    d["target"] = info.target;
-    d["compute_capability"] = fmt::format("{}.{}", info.cc_major, info.cc_minor);
-    d["family_fallback"] = info.family_fallback;
-  } catch (const std::exception& e) {
-    d["name"] = "?";
-    d["error"] = e.what();
-  }
-  return d;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,15 +71,11 @@ int main(int argc, char** argv) {
   ::testing::UnitTest::GetInstance()->listeners().Append(listener);  // gtest owns it
   const int rc = RUN_ALL_TESTS();
   if (!json_path.empty()) {
-    const char* commit = std::getenv("MOEFORGE_COMMIT");
-    json rec = {{"kind", "gpu-tests"},
-                {"commit", commit ? commit : "unknown"},
-                {"date", iso_now()},
-                {"device", device_record()},
-                {"passed", listener->passed},
-                {"failed", listener->failed},
-                {"skipped", listener->skipped},
-                {"cases", listener->cases}};
+    json rec = moeforge::bench::record_header("gpu-tests");
+    rec["passed"] = listener->passed;
+    rec["failed"] = listener->failed;
+    rec["skipped"] = listener->skipped;
+    rec["cases"] = listener->cases;
     std::ofstream f(json_path);
     f << rec.dump(2) << "\n";
     if (!f) {
