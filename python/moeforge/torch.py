@@ -15,8 +15,7 @@ Build layers (and call ``fused_experts`` once for a given set of weights) before
 capturing a CUDA graph: preparing a layer uploads weights, which a capture forbids.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: torch.library.custom_op reads the type hints.
 import itertools
 import threading
 import weakref

@@ -28,10 +28,11 @@ def _device():
         d = moeforge.doctor(selftest=False)
         devs = d.get("devices") or []
         dev = dict(devs[0]) if devs else {}
-        drv, nvrtc = d.get("driver"), d.get("nvrtc")
+        drv, nvrtc = d.get("driver") or {}, d.get("nvrtc") or {}
         return {"name": dev.get("name", "none"), "target": dev.get("target", ""),
-                "driver": drv.get("version", drv) if isinstance(drv, dict) else drv,
-                "nvrtc": nvrtc.get("version", nvrtc) if isinstance(nvrtc, dict) else nvrtc}
+                "driver": drv.get("version", drv.get("message", "")) if isinstance(drv, dict) else drv,
+                "nvrtc": nvrtc.get("version", "") if isinstance(nvrtc, dict) else nvrtc,
+                "moeforge": d.get("moeforge")}
     except Exception as e:  # the record must still be written
         return {"name": "unknown", "error": str(e)}
 

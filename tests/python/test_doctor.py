@@ -30,6 +30,5 @@ def test_doctor_same_keys_as_cli_json():
     assert set(moeforge.doctor(selftest=False)) == set(cli_report)
 
 
-def test_version():
-    assert moeforge.__version__ == moeforge.doctor(selftest=False)["moeforge"].get("version", moeforge.__version__) \
-        if isinstance(moeforge.doctor(selftest=False)["moeforge"], dict) else True
+def test_version_matches_doctor():
+    assert moeforge.__version__ == moeforge.doctor(selftest=False)["moeforge"]
