@@ -109,6 +109,8 @@ class RoutingSpec:
     @scaling_factor.setter
     def scaling_factor(self, arg: object, /) -> None: ...
 
+    def __repr__(self) -> str: ...
+
 class ActivationSpec:
     """Gated activation (see MoeSpec.activation)."""
 
@@ -137,6 +139,8 @@ class ActivationSpec:
 
     @limit.setter
     def limit(self, arg: object, /) -> None: ...
+
+    def __repr__(self) -> str: ...
 
 class MoeSpec:
     """

@@ -163,6 +163,13 @@ void bind_spec(nb::module_& m) {
   rw(routing, "scaling_factor", &RoutingSpec::scaling_factor, routing_setters(),
      "routed_scaling_factor, applied after renormalization");
 
+  routing.def("__repr__", [](const RoutingSpec& r) {
+    return fmt::format("RoutingSpec(kind='{}', renormalize={}, n_groups={}, topk_groups={}, group_score_topn={}, "
+                       "scaling_factor={})",
+                       to_string(r.kind), r.renormalize ? "True" : "False", r.n_groups, r.topk_groups,
+                       r.group_score_topn, r.scaling_factor);
+  });
+
   auto act = nb::class_<ActivationSpec>(m, "ActivationSpec", "Gated activation (see MoeSpec.activation).");
   act.def("__init__", [](ActivationSpec* a, nb::kwargs kw) {
     new (a) ActivationSpec();
@@ -171,6 +178,10 @@ void bind_spec(nb::module_& m) {
   rw(act, "kind", &ActivationSpec::kind, activation_setters(), "ActivationKind (or its name, e.g. 'swiglu')");
   rw(act, "alpha", &ActivationSpec::alpha, activation_setters(), "ClampedSwiGLU only");
   rw(act, "limit", &ActivationSpec::limit, activation_setters(), "ClampedSwiGLU only");
+
+  act.def("__repr__", [](const ActivationSpec& a) {
+    return fmt::format("ActivationSpec(kind='{}', alpha={}, limit={})", to_string(a.kind), a.alpha, a.limit);
+  });
 
   auto spec = nb::class_<MoeSpec>(m, "MoeSpec",
                                   "Everything that defines one MoE layer, independent of weights (C++ moeforge::MoeSpec).\n\n"

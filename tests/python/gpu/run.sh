@@ -27,9 +27,17 @@ tmp=$(mktemp -d /tmp/moeforge-py.XXXX)
 log=$tmp/build.log
 
 t0=$(date +%s)
-"$python" -m venv --system-site-packages "$tmp/venv" || exit 1
-CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
-  "$tmp/venv/bin/pip" install --no-build-isolation --no-deps --no-index -v "$root" > "$log" 2>&1
+# A venv that sees the system's torch; without the venv module, a --target directory instead.
+if "$python" -m venv --system-site-packages "$tmp/venv" > "$log" 2>&1 && [ -x "$tmp/venv/bin/pip" ]; then
+  py=$tmp/venv/bin/python
+  install=("$py" -m pip install --no-build-isolation --no-deps --no-index -v "$root")
+else
+  echo "== no venv here: installing into $tmp/site (--target)"
+  py=$python
+  install=("$python" -m pip install --no-build-isolation --no-deps --no-index -v --target "$tmp/site" "$root")
+  export PYTHONPATH=$tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} "${install[@]}" >> "$log" 2>&1
 rc=$?
 echo "== build+install rc=$rc in $(( $(date +%s) - t0 ))s"
 if [ $rc -ne 0 ]; then
@@ -44,7 +52,7 @@ fi
 t0=$(date +%s)
 cd "$tmp"   # import the installed package, never the source tree
 MOEFORGE_PY_TESTS_JSON="$out/python-gpu-tests.json" \
-  "$tmp/venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs "$root/tests/python" 2>&1 | tee "$tmp/pytest.log" | tail -n 60
+  "$py" -m pytest -q -p no:cacheprovider -rfEs "$root/tests/python" 2>&1 | tee "$tmp/pytest.log" | tail -n 60
 rc=${PIPESTATUS[0]}
 echo "== pytest rc=$rc in $(( $(date +%s) - t0 ))s"
 rm -rf "$tmp"
