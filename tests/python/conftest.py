@@ -6,7 +6,6 @@ import datetime
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))  # numpy_reference
 

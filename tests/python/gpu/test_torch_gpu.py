@@ -7,7 +7,6 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA device", allow_module_level=True)
 
-import numpy as np  # noqa: E402
 
 import moeforge  # noqa: E402
 import moeforge.torch as mt  # noqa: E402
