@@ -161,7 +161,9 @@ TEST(Concurrency, KernelCacheCompilesEachKeyOnceUnderConcurrentGets) {
   for (const auto& r : got) {
     ASSERT_TRUE(r.cubin);
     auto [it, fresh] = bytes_by_key.emplace(r.key, *r.cubin);
-    if (!fresh) EXPECT_EQ(it->second, *r.cubin) << "two threads got different bytes for key " << r.key;
+    if (!fresh) {
+      EXPECT_EQ(it->second, *r.cubin) << "two threads got different bytes for key " << r.key;
+    }
   }
   EXPECT_EQ(bytes_by_key.size(), 2u);
   // A second wave on a fresh object over the same root reads from disk, concurrently.
