@@ -27,16 +27,13 @@ tmp=$(mktemp -d /tmp/moeforge-py.XXXX)
 log=$tmp/build.log
 
 t0=$(date +%s)
-# A venv that sees the system's torch; without the venv module, a --target directory instead.
-if "$python" -m venv --system-site-packages "$tmp/venv" > "$log" 2>&1 && [ -x "$tmp/venv/bin/pip" ]; then
-  py=$tmp/venv/bin/python
-  install=("$py" -m pip install --no-build-isolation --no-deps --no-index -v "$root")
-else
-  echo "== no venv here: installing into $tmp/site (--target)"
-  py=$python
-  install=("$python" -m pip install --no-build-isolation --no-deps --no-index -v --target "$tmp/site" "$root")
-  export PYTHONPATH=$tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+# Install into a --target directory with the interpreter that holds torch. (A
+# venv with --system-site-packages made from a venv's python sees the *base*
+# interpreter's site-packages, not torch's venv: on the H200 image that lost
+# scikit-build-core and torch.)
+py=$python
+install=("$python" -m pip install --no-build-isolation --no-deps --no-index -v --target "$tmp/site" "$root")
+export PYTHONPATH=$tmp/site${PYTHONPATH:+:$PYTHONPATH}
 CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} "${install[@]}" >> "$log" 2>&1
 rc=$?
 echo "== build+install rc=$rc in $(( $(date +%s) - t0 ))s"
