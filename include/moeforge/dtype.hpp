@@ -20,9 +20,11 @@ enum class DType : uint8_t {
   u8,
 };
 
-// Bytes per stored element (e2m1x2: one byte holds two logical values).
+// False for a value outside the enum (e.g. from a foreign caller or a corrupt view).
+bool dtype_known(DType t);
+// Bytes per stored element (e2m1x2: one byte holds two logical values); InternalError if unknown.
 std::size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);
+std::string_view dtype_name(DType t);  // "?" if unknown
 // Parses the names dtype_name prints ("bf16", "fp8_e4m3", ...); throws InvalidArgument(argument).
 DType parse_dtype(std::string_view name, std::string_view argument = "dtype");
 

@@ -32,8 +32,13 @@ const DTypeInfo& info(DType t) {
 }
 }  // namespace
 
+bool dtype_known(DType t) {
+  for (const auto& i : kTypes)
+    if (i.type == t) return true;
+  return false;
+}
 std::size_t dtype_size(DType t) { return info(t).size; }
-std::string_view dtype_name(DType t) { return info(t).name; }
+std::string_view dtype_name(DType t) { return dtype_known(t) ? info(t).name : "?"; }
 
 DType parse_dtype(std::string_view name, std::string_view argument) {
   std::string known;

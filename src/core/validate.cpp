@@ -77,7 +77,9 @@ void validate_tensor(const char* name, const TensorView& t, std::initializer_lis
     }
   }
   if (std::find(dtypes.begin(), dtypes.end(), t.dtype) == dtypes.end())
-    throw InvalidArgument(name, fmt::format("expected dtype {}, got {}", dtypes_text(dtypes), dtype_name(t.dtype)));
+    throw InvalidArgument(name, fmt::format("expected dtype {}, got {}", dtypes_text(dtypes),
+                                            dtype_known(t.dtype) ? std::string(dtype_name(t.dtype))
+                                                                 : fmt::format("unknown dtype code {}", int(t.dtype))));
   if (!(t.device == device))
     throw InvalidArgument(name, fmt::format("expected a tensor on {}, got one on {}", device_text(device),
                                             device_text(t.device)));

@@ -68,7 +68,12 @@ void check_shape(const char* name, WeightFormat format, int64_t rows, int64_t co
   const int64_t m = col_multiple(format);
   if (cols % m != 0)
     throw InvalidArgument(name, fmt::format("{} needs cols to be a multiple of {}, got {}", to_string(format), m, cols));
-  // 2 bytes per element must fit in int64 (and in size_t).
+  // 2 bytes per element must fit in int64 (and in size_t); each dimension alone
+  // must also leave room for the block round-up (rows + 127) even when the other
+  // is 0, so that no size computation can overflow.
+  constexpr int64_t kMaxDim = int64_t(1) << 48;
+  if (rows > kMaxDim || cols > kMaxDim)
+    throw InvalidArgument(name, fmt::format("expected rows, cols <= 2^48, got {} x {}", rows, cols));
   if (cols > 0 && rows > std::numeric_limits<int64_t>::max() / 2 / cols)
     throw InvalidArgument(name, fmt::format("{} x {} elements overflow a 64-bit size", rows, cols));
 }
