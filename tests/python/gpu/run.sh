@@ -52,6 +52,10 @@ MOEFORGE_PY_TESTS_JSON="$out/python-gpu-tests.json" \
   "$py" -m pytest -q -p no:cacheprovider -rfEs "$root/tests/python" 2>&1 | tee "$tmp/pytest.log" | tail -n 60
 rc=${PIPESTATUS[0]}
 echo "== pytest rc=$rc in $(( $(date +%s) - t0 ))s"
+# The README's five-line example, as a user runs it: its output goes in the closing note.
+echo "== python/README.md example"
+sed -n '/^```python$/,/^```$/p' "$root/python/README.md" | sed -n '2,/^```$/p' | sed '$d' > "$tmp/example.py"
+"$py" "$tmp/example.py" 2>&1 | tee "$out/python-example.txt"
 rm -rf "$tmp"
 [ "$rc" -eq 5 ] && exit 1   # no test ran
 exit "$rc"
