@@ -27,6 +27,7 @@
 #include "moeforge/errors.hpp"
 #include "moeforge/layer.hpp"
 #include "moeforge/reference.hpp"
+#include "support/specs.hpp"
 #include "runtime/breadcrumbs.hpp"
 #include "runtime/cache.hpp"
 #include "runtime/driver.hpp"
@@ -38,17 +39,6 @@ using namespace moeforge;
 
 namespace {
 
-MoeSpec tiny_spec() {
-  MoeSpec s;
-  s.name = "concurrency";
-  s.num_experts = 8;
-  s.hidden = 64;
-  s.intermediate = 32;
-  s.topk = 2;
-  s.num_shared_experts = 1;
-  s.shared_intermediate = 32;
-  return s;
-}
 
 // Runs fn(i) on n threads released together (a barrier), joins them all.
 template <class Fn>
@@ -66,7 +56,7 @@ void on_threads(int n, Fn fn) {
 }  // namespace
 
 TEST(Concurrency, ManyThreadsCallOneCpuLayer) {
-  const MoeSpec spec = tiny_spec();
+  const MoeSpec spec = moeforge::testing::tiny_layer_spec("concurrency");
   std::shared_ptr<const WeightSource> w = make_synthetic_weights(spec, 11);
   const MoeLayer layer = MoeLayer::create(spec, w, {.backend = "cpu"});
   constexpr int kThreads = 8, kCalls = 6;
@@ -113,7 +103,7 @@ TEST(Concurrency, ManyThreadsCallOneCpuLayer) {
 
 TEST(Concurrency, SeveralLayersCreatedAndUsedAtOnce) {
   // create() (choose_backend, prepare) from several threads, each then using its own layer.
-  const MoeSpec spec = tiny_spec();
+  const MoeSpec spec = moeforge::testing::tiny_layer_spec("concurrency");
   std::shared_ptr<const WeightSource> w = make_synthetic_weights(spec, 12);
   HostInputs in = make_inputs(spec, 3, 7);
   std::vector<uint16_t> want(3 * 64);
@@ -177,7 +167,7 @@ TEST(Concurrency, KernelCacheCompilesEachKeyOnceUnderConcurrentGets) {
 }
 
 TEST(Concurrency, BackendChoiceSelfTestMemoAndSettingsFromManyThreads) {
-  const MoeSpec spec = tiny_spec();
+  const MoeSpec spec = moeforge::testing::tiny_layer_spec("concurrency");
   constexpr int kThreads = 8;
   std::vector<BackendChoice> choices(kThreads);
   std::vector<SelfTestResult> selftests(kThreads);

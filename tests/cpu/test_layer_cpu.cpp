@@ -10,27 +10,17 @@
 #include "moeforge/formats.hpp"
 #include "moeforge/layer.hpp"
 #include "moeforge/reference.hpp"
+#include "support/specs.hpp"
 #include "runtime/driver.hpp"
 
 using namespace moeforge;
 
 namespace {
-MoeSpec small_spec() {
-  MoeSpec s;
-  s.name = "small";
-  s.num_experts = 8;
-  s.hidden = 64;
-  s.intermediate = 32;
-  s.topk = 2;
-  s.num_shared_experts = 1;
-  s.shared_intermediate = 32;
-  return s;
-}
 bool have_gpu() { return rt::driver_or_null() != nullptr; }
 }  // namespace
 
 TEST(LayerCpu, ForwardIsTheReferenceRoundedOnce) {
-  const MoeSpec spec = small_spec();
+  const MoeSpec spec = moeforge::testing::tiny_layer_spec("small");
   std::shared_ptr<const WeightSource> w = make_synthetic_weights(spec, 5);
   HostInputs in = make_inputs(spec, 9, 17);
   const MoeLayer layer = MoeLayer::create(spec, w, {.backend = "cpu"});
@@ -44,7 +34,7 @@ TEST(LayerCpu, ForwardIsTheReferenceRoundedOnce) {
 }
 
 TEST(LayerCpu, PrecomputedRoutingMatchesLogits) {
-  const MoeSpec spec = small_spec();
+  const MoeSpec spec = moeforge::testing::tiny_layer_spec("small");
   std::shared_ptr<const WeightSource> w = make_synthetic_weights(spec, 6);
   HostInputs in = make_inputs(spec, 5, 3);
   const MoeLayer layer = MoeLayer::create(spec, w, {.backend = "cpu"});
@@ -63,7 +53,7 @@ TEST(LayerCpu, PrecomputedRoutingMatchesLogits) {
 }
 
 TEST(LayerCpu, WeightsForAnotherShapeAreRejected) {
-  MoeSpec spec = small_spec();
+  MoeSpec spec = moeforge::testing::tiny_layer_spec("small");
   std::shared_ptr<const WeightSource> w = make_synthetic_weights(spec, 1);
   spec.hidden = 128;
   try {
@@ -73,7 +63,7 @@ TEST(LayerCpu, WeightsForAnotherShapeAreRejected) {
     EXPECT_EQ(e.argument(), "weights");
     EXPECT_NE(std::string(e.what()).find("hidden"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(MoeLayer::create(small_spec(), nullptr, {.backend = "cpu"}), InvalidArgument);
+  EXPECT_THROW(MoeLayer::create(moeforge::testing::tiny_layer_spec("small"), nullptr, {.backend = "cpu"}), InvalidArgument);
 }
 
 TEST(Registry, UnknownBackendListsTheKnownOnes) {
@@ -89,7 +79,7 @@ TEST(Registry, UnknownBackendListsTheKnownOnes) {
 
 TEST(Registry, AutoWithoutGpuChoosesTheCpuAndSaysWhy) {
   if (have_gpu()) GTEST_SKIP() << "this machine has a CUDA driver";
-  const BackendChoice c = choose_backend(small_spec(), "auto", 0);
+  const BackendChoice c = choose_backend(moeforge::testing::tiny_layer_spec("small"), "auto", 0);
   ASSERT_NE(c.backend, nullptr);
   EXPECT_EQ(c.backend->name(), "cpu");
   EXPECT_NE(c.reason.find("no GPU backend"), std::string::npos) << c.reason;
@@ -100,7 +90,7 @@ TEST(Registry, AutoWithoutGpuChoosesTheCpuAndSaysWhy) {
 TEST(Registry, ExplicitGpuBackendWithoutGpuIsAnErrorNotASubstitute) {
   if (have_gpu()) GTEST_SKIP() << "this machine has a CUDA driver";
   try {
-    choose_backend(small_spec(), "portable", 0);
+    choose_backend(moeforge::testing::tiny_layer_spec("small"), "portable", 0);
     FAIL() << "expected Unsupported";
   } catch (const Unsupported& e) {
     const std::string m = e.what();
@@ -110,7 +100,7 @@ TEST(Registry, ExplicitGpuBackendWithoutGpuIsAnErrorNotASubstitute) {
 }
 
 TEST(Inputs, DeterministicAndNotDegenerate) {
-  const MoeSpec spec = small_spec();
+  const MoeSpec spec = moeforge::testing::tiny_layer_spec("small");
   HostInputs a = make_inputs(spec, 16, 1), b = make_inputs(spec, 16, 1), c = make_inputs(spec, 16, 2);
   EXPECT_EQ(a.x, b.x);
   EXPECT_EQ(a.logits, b.logits);

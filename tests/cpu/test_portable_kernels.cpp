@@ -28,8 +28,10 @@
 #include "moeforge/formats.hpp"
 #include "moeforge/spec.hpp"
 #include "moeforge/weights.hpp"
+#include "support/specs.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/device.hpp"
+#include "support/specs.hpp"
 
 namespace moeforge {
 namespace {
@@ -37,35 +39,11 @@ namespace {
 using portable::PreparedMatrix;
 
 // ---- custom specs that, with the presets, cover every routing kind and activation ----
-MoeSpec softmax_grouped_spec() {
-  MoeSpec s;
-  s.name = "custom-softmax-grouped";
-  s.num_experts = 64;
-  s.hidden = 512;
-  s.intermediate = 256;
-  s.topk = 6;
-  s.routing = {.kind = RoutingKind::SoftmaxGrouped, .renormalize = true, .n_groups = 8, .topk_groups = 3,
-               .group_score_topn = 2, .scaling_factor = 1.0};
-  s.num_shared_experts = 2;
-  s.shared_intermediate = 256;
-  return s;
-}
-MoeSpec geglu_spec() {
-  MoeSpec s;
-  s.name = "custom-geglu";
-  s.num_experts = 16;
-  s.hidden = 384;
-  s.intermediate = 160;
-  s.topk = 2;
-  s.routing = {.kind = RoutingKind::Softmax, .renormalize = false, .scaling_factor = 1.5};
-  s.activation = {.kind = ActivationKind::GeGLU};
-  return s;
-}
 std::vector<MoeSpec> all_specs() {
   std::vector<MoeSpec> v;
   for (const auto& n : presets::names()) v.push_back(presets::get(n));
-  v.push_back(softmax_grouped_spec());
-  v.push_back(geglu_spec());
+  v.push_back(testing::custom_softmax_grouped_spec());
+  v.push_back(testing::custom_geglu_spec());
   return v;
 }
 const WeightFormat kFormats[] = {WeightFormat::BF16, WeightFormat::FP16, WeightFormat::FP8_Block128,

@@ -36,49 +36,22 @@
 #include "moeforge/formats.hpp"
 #include "moeforge/layer.hpp"
 #include "moeforge/reference.hpp"
+#include "gpu/gpu_support.hpp"
+#include "support/specs.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 
 namespace moeforge {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (rt::device_count() == 0) GTEST_SKIP() << "no CUDA device"
 
-uint64_t run_seed() {
-  static const uint64_t seed = [] {
-    const char* s = std::getenv("MOEFORGE_TEST_SEED");
-    const uint64_t v = s && *s ? std::strtoull(s, nullptr, 10)
-                               : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-    std::printf("test_layer: MOEFORGE_TEST_SEED=%llu\n", (unsigned long long)v);
-    return v;
-  }();
-  return seed;
-}
-uint64_t next_case_seed() {
-  static uint64_t counter = 0;
-  return run_seed() * 1000003ull + ++counter;
-}
 
 MoeSpec reduced(const std::string& name) {
   MoeSpec s;
   if (name == "custom-softmax-grouped") {
-    s.name = name;
-    s.num_experts = 64;
-    s.topk = 6;
-    s.routing = {.kind = RoutingKind::SoftmaxGrouped, .renormalize = true, .n_groups = 8, .topk_groups = 3,
-                 .group_score_topn = 2, .scaling_factor = 1.0};
-    s.num_shared_experts = 2;
-    s.hidden = 512;
-    s.intermediate = 256;
+    s = testing::custom_softmax_grouped_spec();
   } else if (name == "custom-geglu") {
-    s.name = name;
-    s.num_experts = 16;
-    s.topk = 2;
-    s.routing = {.kind = RoutingKind::Softmax, .renormalize = false, .scaling_factor = 1.5};
-    s.activation = {.kind = ActivationKind::GeGLU};
-    s.hidden = 384;
-    s.intermediate = 160;
+    s = testing::custom_geglu_spec();
   } else {
     s = presets::get(name);
     if (name == "deepseek-v3") {
@@ -189,7 +162,7 @@ struct DeviceCase {
 
 void run_case(const MoeSpec& spec, int64_t T) {
   Built& b = layer_for(spec);
-  const uint64_t seed = next_case_seed();
+  const uint64_t seed = testing::next_case_seed();
   DeviceCase dc(spec, T, seed);
   b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
   const std::vector<uint16_t> out = dc.result();
@@ -212,7 +185,7 @@ struct Param {
 class PortableLayerMatrix : public ::testing::TestWithParam<Param> {};
 
 TEST_P(PortableLayerMatrix, MatchesReference) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   MoeSpec spec = reduced(GetParam().model);
   spec.weight_format = GetParam().format;
   spec.validate();
@@ -236,7 +209,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& i) {
 INSTANTIATE_TEST_SUITE_P(All, PortableLayerMatrix, ::testing::ValuesIn(all_params()), param_name);
 
 TEST(PortableLayer, FullSizeQwen3) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   const MoeSpec spec = presets::get("qwen3-30b-a3b");
   for (int64_t T : {int64_t(7), int64_t(2048)}) {
     SCOPED_TRACE(T);
@@ -246,11 +219,11 @@ TEST(PortableLayer, FullSizeQwen3) {
 
 // ---------------------------------------------------------------- behaviours ----------
 TEST(PortableLayer, PrecomputedIdsEqualRoutedForward) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   const MoeSpec spec = reduced("deepseek-v3");
   Built& b = layer_for(spec);
   const int64_t T = 333, k = spec.topk;
-  DeviceCase dc(spec, T, next_case_seed());
+  DeviceCase dc(spec, T, testing::next_case_seed());
   b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
   const std::vector<uint16_t> routed = dc.result();
   const reference::Routing r = reference::route(spec, dc.in.logits.data(), T, b.weights->correction_bias());
@@ -281,11 +254,11 @@ TEST(PortableLayer, PrecomputedIdsEqualRoutedForward) {
 }
 
 TEST(PortableLayer, OutOfRangeIdsThrowAndGiveNaNRows) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   const MoeSpec spec = reduced("mistral-small-4");
   Built& b = layer_for(spec);
   const int64_t T = 64, k = spec.topk, E = spec.num_experts, H = spec.hidden;
-  DeviceCase dc(spec, T, next_case_seed());
+  DeviceCase dc(spec, T, testing::next_case_seed());
   reference::Routing r = reference::route(spec, dc.in.logits.data(), T, {});
   r.ids[size_t(5 * k + 3)] = -1;          // later in (token, slot) order
   r.ids[size_t(3 * k + 1)] = int32_t(E);  // the first bad entry
@@ -313,7 +286,7 @@ TEST(PortableLayer, OutOfRangeIdsThrowAndGiveNaNRows) {
 }
 
 TEST(PortableLayer, ZeroTokens) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   const MoeSpec spec = reduced("qwen3-30b-a3b");
   Built& b = layer_for(spec);
   DeviceBuffer dummy(0, 256);
@@ -325,10 +298,10 @@ TEST(PortableLayer, ZeroTokens) {
 }
 
 TEST(PortableLayer, Deterministic) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   const MoeSpec spec = reduced("custom-softmax-grouped");
   Built& b = layer_for(spec);
-  DeviceCase dc(spec, 2048, next_case_seed());
+  DeviceCase dc(spec, 2048, testing::next_case_seed());
   b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
   const std::vector<uint16_t> first = dc.result();
   dc.poison();

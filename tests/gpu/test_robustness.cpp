@@ -50,6 +50,7 @@
 #include "moeforge/formats.hpp"
 #include "moeforge/layer.hpp"
 #include "moeforge/reference.hpp"
+#include "gpu/gpu_support.hpp"
 #include "runtime/breadcrumbs.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
@@ -58,26 +59,7 @@
 namespace moeforge {
 namespace {
 
-#define REQUIRE_GPU()                                                                  \
-  do {                                                                                 \
-    if (rt::device_count() == 0) GTEST_SKIP() << "no CUDA device";                     \
-    if (rt::context_lost()) GTEST_SKIP() << "context already lost in this process";    \
-  } while (0)
 
-uint64_t seed_base() {
-  static const uint64_t seed = [] {
-    const char* s = std::getenv("MOEFORGE_TEST_SEED");
-    const uint64_t v = s && *s ? std::strtoull(s, nullptr, 10)
-                               : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-    std::printf("test_robustness: MOEFORGE_TEST_SEED=%llu\n", (unsigned long long)v);
-    return v;
-  }();
-  return seed;
-}
-uint64_t next_seed() {
-  static uint64_t n = 0;
-  return seed_base() * 7919ull + ++n;
-}
 
 void sync() { rt::check(rt::driver().cuCtxSynchronize(), "cuCtxSynchronize"); }
 
@@ -215,7 +197,7 @@ TEST_P(RobustGraph, ReplaysEqualEagerRunsBitForBit) {
     else b.layer->forward(bufs.xv(), bufs.lv(), bufs.ov(), st.s);
   };
   // Warm once eagerly (loads nothing new: kernels are loaded at create), then capture.
-  upload_new_inputs(spec, *b.weights, bufs, st.s, next_seed());
+  upload_new_inputs(spec, *b.weights, bufs, st.s, testing::next_case_seed());
   forward();
   rt::check(d.cuStreamSynchronize(st.s), "warm-up");
 
@@ -236,7 +218,7 @@ TEST_P(RobustGraph, ReplaysEqualEagerRunsBitForBit) {
 
   int64_t differing_replays = 0, unwritten = 0;
   for (int r = 0; r < 20; ++r) {
-    const uint64_t seed = next_seed();
+    const uint64_t seed = testing::next_case_seed();
     Contents c = upload_new_inputs(spec, *b.weights, bufs, st.s, seed);
     if (precomputed && r == 19) {  // a bad id in the last replay: captured, its NaN row is the only signal
       c.ids[0] = int32_t(spec.num_experts);
@@ -391,7 +373,7 @@ TEST(RobustHostile, NonFiniteInputsStayInTheirTokens) {
   Bufs bufs(spec, T);
   const rt::Driver& d = rt::driver();
   {  // x: a NaN in token 3, +Inf in token 5, -Inf in token 60
-    HostInputs in = make_inputs(spec, T, next_seed());
+    HostInputs in = make_inputs(spec, T, testing::next_case_seed());
     in.x[size_t(3 * H + 17)] = 0x7FC0;
     in.x[size_t(5 * H + 0)] = 0x7F80;
     in.x[size_t(60 * H + H - 1)] = 0xFF80;
@@ -400,7 +382,7 @@ TEST(RobustHostile, NonFiniteInputsStayInTheirTokens) {
     expect_confined(spec, b, bufs, in, {3, 5, 60}, "x");
   }
   {  // logits: all NaN (token 2), one NaN (7), +Inf (9), -Inf (11), two +Inf (13)
-    HostInputs in = make_inputs(spec, T, next_seed());
+    HostInputs in = make_inputs(spec, T, testing::next_case_seed());
     for (int64_t e = 0; e < E; ++e) in.logits[size_t(2 * E + e)] = NAN;
     in.logits[size_t(7 * E + 5)] = NAN;
     in.logits[size_t(9 * E + 1)] = INFINITY;
@@ -422,10 +404,10 @@ TEST(RobustHostile, AllTokensOnOneExpertAndEveryOtherExpertEmpty) {
   const rt::Driver& d = rt::driver();
   for (int variant = 0; variant < 2; ++variant) {
     SCOPED_TRACE(variant ? "slot 0 on the last expert, others spread" : "every slot on one expert");
-    HostInputs in = make_inputs(spec, T, next_seed());
+    HostInputs in = make_inputs(spec, T, testing::next_case_seed());
     std::vector<int32_t> ids(size_t(T * k));
     std::vector<float> w(size_t(T * k));
-    std::mt19937 rng(static_cast<uint32_t>(next_seed()));
+    std::mt19937 rng(static_cast<uint32_t>(testing::next_case_seed()));
     for (int64_t i = 0; i < T * k; ++i) {
       const int64_t slot = i % k;
       ids[size_t(i)] = variant == 0 ? 7 : slot == 0 ? int32_t(E - 1) : int32_t(rng() % uint32_t(E - 1));
@@ -461,7 +443,7 @@ TEST(RobustHostile, ZeroAndOneTokenWithPrecomputedIds) {
     sync();
   }
   Bufs bufs(spec, 1);
-  const Contents c = upload_new_inputs(spec, *b.weights, bufs, nullptr, next_seed());
+  const Contents c = upload_new_inputs(spec, *b.weights, bufs, nullptr, testing::next_case_seed());
   bufs.poison(nullptr);
   b.layer->forward_topk(bufs.xv(), bufs.iv(), bufs.wv(), bufs.ov());
   const std::vector<uint16_t> out = bufs.result(nullptr);
@@ -499,7 +481,7 @@ TEST(RobustHostile, MisalignedOverlappingAndMistypedBuffersAreRefused) {
   Built& b = layer_for(spec);
   const int64_t T = 32, H = spec.hidden, E = spec.num_experts, k = spec.topk;
   Bufs bufs(spec, T);
-  upload_new_inputs(spec, *b.weights, bufs, nullptr, next_seed());
+  upload_new_inputs(spec, *b.weights, bufs, nullptr, testing::next_case_seed());
   // One big buffer to carve misaligned / overlapping views from.
   DeviceBuffer big(0, size_t(T * H * 2 * 4 + 4096));
   auto at = [&](size_t off, DType t, std::initializer_list<int64_t> shape) {
@@ -557,7 +539,7 @@ TEST(RobustHostile, MisalignedOverlappingAndMistypedBuffersAreRefused) {
   // Nothing above launched a kernel or hurt the context: a normal call still matches.
   sync();
   EXPECT_FALSE(rt::context_lost());
-  Contents c = upload_new_inputs(spec, *b.weights, bufs, nullptr, next_seed());
+  Contents c = upload_new_inputs(spec, *b.weights, bufs, nullptr, testing::next_case_seed());
   bufs.poison(nullptr);
   L.forward(x, l, o);
   const std::vector<uint16_t> out = bufs.result(nullptr);
@@ -604,7 +586,7 @@ void run_long_prefill(int64_t T) {
   Built& b = layer_for(spec);
   const double t_create = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t H = spec.hidden, E = spec.num_experts;
-  const uint64_t seed = next_seed();
+  const uint64_t seed = testing::next_case_seed();
   HostInputs in;
   in.tokens = T;
   in.x.resize(size_t(T * H));
