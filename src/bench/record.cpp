@@ -2,13 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-
 #include "core/clock.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/jit.hpp"
+#include "runtime/settings.hpp"
 
 namespace moeforge::bench {
 namespace {
@@ -44,9 +43,8 @@ nlohmann::json device_record(int device) {
 }  // namespace
 
 nlohmann::json record_header(std::string_view kind, int device) {
-  const char* commit = std::getenv("MOEFORGE_COMMIT");
   return {{"kind", kind},
-          {"commit", commit ? commit : "unknown"},
+          {"commit", rt::settings().commit},
           {"date", iso8601_utc_now()},
           {"device", device_record(device)}};
 }

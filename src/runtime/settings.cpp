@@ -36,6 +36,7 @@ Settings settings_from(const std::function<const char*(const char*)>& env) {
   s.allow_family = truthy(env("MOEFORGE_ALLOW_FAMILY"));
   s.sync_check = truthy(env("MOEFORGE_SYNC_CHECK"));
   if (const char* f = env("MOEFORGE_FAULT_STAGE")) s.fault_stage = f;
+  if (const char* c = env("MOEFORGE_COMMIT"); c && *c) s.commit = c;
   return s;
 }
 

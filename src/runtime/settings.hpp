@@ -7,6 +7,7 @@
 //   MOEFORGE_SYNC_CHECK     1: synchronize and check the stream after every stage launch
 //   MOEFORGE_FAULT_STAGE    <stage>: launch a trapping kernel right after that stage
 //                           (fault-injection for the error-attribution tests)
+//   MOEFORGE_COMMIT         the commit that result records name (set by tests/gpu/run_all.sh)
 #pragma once
 #include <functional>
 #include <string>
@@ -20,6 +21,7 @@ struct Settings {
   bool allow_family = false;
   bool sync_check = false;
   std::string fault_stage;  // "" = none
+  std::string commit = "unknown";  // for result records
 };
 
 // Reads the environment on first call; the same object afterwards.
