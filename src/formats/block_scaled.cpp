@@ -116,6 +116,31 @@ void quantize_nvfp4(const float* x, int64_t rows, int64_t cols, uint8_t* packed,
   }
 }
 
+// Both FP4 formats decode the same way: each block of E2M1 codes times its
+// decoded scale, times a global factor (1 for MXFP4, which is exact), through a
+// 16-entry table built per block. (e2m1 * scale) * global is the order every
+// caller documents.
+namespace {
+template <class ScaleOf>
+void dequantize_fp4_blocks(const uint8_t* packed, int64_t rows, int64_t cols, int64_t block, ScaleOf scale_of,
+                           float global, float* out) {
+  const int64_t nblocks = cols / block;
+  float lut[16];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const float s = scale_of(r * nblocks + b);
+      for (int c = 0; c < 16; ++c) lut[c] = (detail::kE2M1[c] * s) * global;
+      const uint8_t* pb = packed + (r * cols + b * block) / 2;
+      float* ob = out + r * cols + b * block;
+      for (int64_t j = 0; j < block / 2; ++j) {
+        ob[2 * j] = lut[pb[j] & 0xF];
+        ob[2 * j + 1] = lut[pb[j] >> 4];
+      }
+    }
+  }
+}
+}  // namespace
+
 // value = (e2m1 * scale) * global in float. e2m1 (2 significant bits) times E4M3 (4) is
 // exact in float, so this is the exact product e2m1*scale*global rounded once to float.
 void dequantize_nvfp4(const uint8_t* packed, const uint8_t* scales, float global_scale, int64_t rows,
@@ -124,20 +149,8 @@ void dequantize_nvfp4(const uint8_t* packed, const uint8_t* scales, float global
   check_ptr(packed, "packed", rows, cols);
   check_ptr(scales, "scales", rows, cols);
   check_ptr(out, "out", rows, cols);
-  const int64_t nblocks = cols / kNvfp4Block;
-  float lut[16];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < nblocks; ++b) {
-      const float s = detail::kE4M3[scales[r * nblocks + b]];
-      for (int c = 0; c < 16; ++c) lut[c] = (detail::kE2M1[c] * s) * global_scale;
-      const uint8_t* pb = packed + (r * cols + b * kNvfp4Block) / 2;
-      float* ob = out + r * cols + b * kNvfp4Block;
-      for (int64_t j = 0; j < kNvfp4Block / 2; ++j) {
-        ob[2 * j] = lut[pb[j] & 0xF];
-        ob[2 * j + 1] = lut[pb[j] >> 4];
-      }
-    }
-  }
+  dequantize_fp4_blocks(packed, rows, cols, kNvfp4Block, [&](int64_t i) { return detail::kE4M3[scales[i]]; },
+                        global_scale, out);
 }
 
 // ---- MXFP4 ----
@@ -182,20 +195,8 @@ void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t rows
   check_ptr(packed, "packed", rows, cols);
   check_ptr(scales, "scales", rows, cols);
   check_ptr(out, "out", rows, cols);
-  const int64_t nblocks = cols / kMxfp4Block;
-  float lut[16];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < nblocks; ++b) {
-      const float s = ue8m0_to_float(scales[r * nblocks + b]);
-      for (int c = 0; c < 16; ++c) lut[c] = detail::kE2M1[c] * s;
-      const uint8_t* pb = packed + (r * cols + b * kMxfp4Block) / 2;
-      float* ob = out + r * cols + b * kMxfp4Block;
-      for (int64_t j = 0; j < kMxfp4Block / 2; ++j) {
-        ob[2 * j] = lut[pb[j] & 0xF];
-        ob[2 * j + 1] = lut[pb[j] >> 4];
-      }
-    }
-  }
+  dequantize_fp4_blocks(packed, rows, cols, kMxfp4Block, [&](int64_t i) { return ue8m0_to_float(scales[i]); },
+                        1.0f, out);
 }
 
 // ---- FP8 E4M3 with f32 scales ----
