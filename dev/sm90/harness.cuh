@@ -19,6 +19,14 @@
 // (2 x L2 bytes written) and D re-poisoned before every run, warm-up, median of kRuns;
 // next to cuBLAS bf16 GemmEx at 8192^3 and at the dense M_total x N x K shape, and a
 // streaming-read bandwidth, all measured in the same process.
+//
+// Gated mode (GEMM1, ladder step 03): a Version that declares `static constexpr int kAct`
+// (gated.cuh: kSwiGLU, kGeGLUTanh, kClampedSwiGLU) gets B = W13 in the plain checkpoint
+// layout [E * 2I, K] (N = 2I; its setup() prepares it in place), D = h [M_total, I], and a
+// reference that is the plain GEMM in fp32 (`pre`, [M_total, 2I]) followed by the activation
+// in fp32 (accurate expf/tanhf). GEMM1 has no routing weight: row_scale is the row mask
+// (1 on routed rows, 0 on padding) and `tile_rows[mt]` the routed rows of m-tile mt; padding
+// rows of h must be exactly 0. Shape a (GEMM2) is skipped; records go to <json>-<act>.json.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -35,13 +43,21 @@
 #include <ctime>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "gated.cuh"
 #include "watchdog.cuh"
 
 namespace h {
 
 typedef __nv_bfloat16 bf16;
+
+// V::kAct when the version declares it (gated GEMM1), else 0 (plain GEMM).
+template <class V, class = void>
+struct ActOf : std::integral_constant<int, 0> {};
+template <class V>
+struct ActOf<V, std::void_t<decltype(V::kAct)>> : std::integral_constant<int, V::kAct> {};
 
 // ---------------------------------------------------------------- error checks (file:line)
 inline void check_rt(cudaError_t e, const char* what, const char* file, int line) {
@@ -130,16 +146,21 @@ struct Problem {
   int experts_touched = 0;
   std::vector<int> tile_expert_h;
   std::vector<float> scale_h;
+  std::vector<int> tile_rows_h;
+  int act = 0;            // gated.cuh activation; 0 = plain GEMM
+  int N_out = 0;          // columns of the output: N, or N / 2 = I when gated
   bf16* A = nullptr;      // [M_total, K]
   bf16* B = nullptr;      // [E*N, K]
-  bf16* D = nullptr;      // [M_total, N]
+  bf16* D = nullptr;      // [M_total, N] allocated (cuBLAS dense writes N columns); the kernel writes N_out
   float* scale = nullptr; // [M_total]  routing weight; 0 on padding rows
   int* tile_expert = nullptr;  // [m_tiles]
-  float* ref = nullptr;   // [M_total, N]
+  int* tile_rows = nullptr;    // [m_tiles]  routed (non-padding) rows of each m-tile
+  float* ref = nullptr;   // [M_total, N_out]
+  float* pre = nullptr;   // gated only: [M_total, N] plain GEMM (gate cols [0, I), up cols [I, 2I))
   double flops_useful() const { return 2.0 * (double)useful_rows * s.N * s.K; }
   double flops_padded() const { return 2.0 * (double)M_total * s.N * s.K; }
   double bytes_min() const {  // each input read once, output written once
-    return (double)M_total * s.K * 2 + (double)experts_touched * s.N * s.K * 2 + (double)M_total * s.N * 2 +
+    return (double)M_total * s.K * 2 + (double)experts_touched * s.N * s.K * 2 + (double)M_total * N_out * 2 +
            (double)M_total * 4 + (double)m_tiles * 4;
   }
 };
@@ -186,6 +207,17 @@ __global__ void ref_kernel(const bf16* __restrict__ A, const bf16* __restrict__ 
     }
   }
   ref[(size_t)m * N + n] = acc * scale[m];
+}
+
+// Gated reference: ref[m, n] = act(pre[m, n], pre[m, I + n]) in fp32, 0 on padding rows.
+__global__ void gated_ref_kernel(const float* __restrict__ pre, const float* __restrict__ mask, float* __restrict__ ref,
+                                 long long M_total, int I, int act) {
+  const size_t n_out = (size_t)M_total * I;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_out; i += (size_t)gridDim.x * blockDim.x) {
+    const size_t m = i / I, n = i % I;
+    const float* row = pre + m * 2 * I;
+    ref[i] = mask[m] != 0.f ? gated::gated_act_ref(act, row[n], row[I + n]) : 0.f;
+  }
 }
 
 struct CmpStats {
@@ -259,10 +291,12 @@ inline std::vector<int> lognormal_counts(int E, long long total, std::mt19937_64
   return c;
 }
 
-inline void build_problem(Problem& p, const Shape& s, int BM, uint64_t seed) {
+inline void build_problem(Problem& p, const Shape& s, int BM, uint64_t seed, int act = 0) {
   p = Problem{};
   p.s = s;
   p.BM = BM;
+  p.act = act;
+  p.N_out = act ? s.N / 2 : s.N;
   std::mt19937_64 rng(seed ^ 0x5EEDull);
   std::uniform_real_distribution<float> uw(0.1f, 1.0f);
   for (int e = 0; e < s.E; ++e) {
@@ -270,17 +304,24 @@ inline void build_problem(Problem& p, const Shape& s, int BM, uint64_t seed) {
     if (c == 0) continue;
     p.experts_touched++;
     const int tiles = (c + BM - 1) / BM;
-    for (int t = 0; t < tiles; ++t) p.tile_expert_h.push_back(e);
-    for (int r = 0; r < tiles * BM; ++r) p.scale_h.push_back(r < c ? uw(rng) : 0.0f);
+    for (int t = 0; t < tiles; ++t) {
+      p.tile_expert_h.push_back(e);
+      p.tile_rows_h.push_back(std::min(BM, c - t * BM));
+    }
+    for (int r = 0; r < tiles * BM; ++r) p.scale_h.push_back(r < c ? (act ? 1.0f : uw(rng)) : 0.0f);
     p.useful_rows += c;
   }
   p.m_tiles = (int)p.tile_expert_h.size();
   p.M_total = (long long)p.m_tiles * BM;
   const size_t a_n = (size_t)p.M_total * s.K, b_n = (size_t)s.E * s.N * s.K, d_n = (size_t)p.M_total * s.N;
+  const size_t r_n = (size_t)p.M_total * p.N_out;
   CK(cudaMalloc(&p.A, a_n * sizeof(bf16)));
   CK(cudaMalloc(&p.B, b_n * sizeof(bf16)));
   CK(cudaMalloc(&p.D, d_n * sizeof(bf16)));
-  CK(cudaMalloc(&p.ref, d_n * sizeof(float)));
+  CK(cudaMalloc(&p.ref, r_n * sizeof(float)));
+  if (act) CK(cudaMalloc(&p.pre, d_n * sizeof(float)));
+  CK(cudaMalloc(&p.tile_rows, (size_t)p.m_tiles * sizeof(int)));
+  CK(cudaMemcpy(p.tile_rows, p.tile_rows_h.data(), p.tile_rows_h.size() * sizeof(int), cudaMemcpyHostToDevice));
   CK(cudaMalloc(&p.scale, (size_t)p.M_total * sizeof(float)));
   CK(cudaMalloc(&p.tile_expert, (size_t)p.m_tiles * sizeof(int)));
   fill_bf16(p.A, a_n, seed * 3 + 1);  // padding rows of A are random too (not zeros)
@@ -289,8 +330,12 @@ inline void build_problem(Problem& p, const Shape& s, int BM, uint64_t seed) {
   CK(cudaMemcpy(p.tile_expert, p.tile_expert_h.data(), p.tile_expert_h.size() * sizeof(int),
                 cudaMemcpyHostToDevice));
   dim3 grid((unsigned)((s.N + 31) / 32), (unsigned)((p.M_total + 7) / 8));
-  ref_kernel<<<grid, dim3(32, 8)>>>(p.A, p.B, p.scale, p.tile_expert, p.ref, p.M_total, s.N, s.K, BM);
+  ref_kernel<<<grid, dim3(32, 8)>>>(p.A, p.B, p.scale, p.tile_expert, act ? p.pre : p.ref, p.M_total, s.N, s.K, BM);
   CK(cudaGetLastError());
+  if (act) {
+    gated_ref_kernel<<<2048, 256>>>(p.pre, p.scale, p.ref, p.M_total, p.N_out, act);
+    CK(cudaGetLastError());
+  }
   CK(cudaDeviceSynchronize());
 }
 inline void free_problem(Problem& p) {
@@ -300,9 +345,11 @@ inline void free_problem(Problem& p) {
   cudaFree(p.ref);
   cudaFree(p.scale);
   cudaFree(p.tile_expert);
+  cudaFree(p.tile_rows);
+  cudaFree(p.pre);
   p.A = p.B = p.D = nullptr;
-  p.ref = p.scale = nullptr;
-  p.tile_expert = nullptr;
+  p.ref = p.scale = p.pre = nullptr;
+  p.tile_expert = p.tile_rows = nullptr;
 }
 
 inline float bf16_bits_to_float(uint16_t b) {
@@ -311,9 +358,51 @@ inline float bf16_bits_to_float(uint16_t b) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+// Gated mode: each sample checks the gate and up dot products against `pre` (same measure as
+// below) and the activation: ref vs gated_act_ref of the CPU dot products, |dev| / (1 + |h|)
+// must stay < 1e-4 (else the returned deviation is 1: BAD REFERENCE).
+inline double spot_check_gated(const Problem& p, int samples, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0xC0FFEEull);
+  const int K = p.s.K, N = p.s.N, I = p.N_out;
+  std::vector<uint16_t> arow(K), brow(K);
+  double worst = 0;
+  for (int i = 0; i < samples; ++i) {
+    const long long m = (long long)(rng() % (unsigned long long)p.M_total);
+    const int n = (int)(rng() % (unsigned)I);
+    const int e = p.tile_expert_h[m / p.BM];
+    CK(cudaMemcpy(arow.data(), p.A + (size_t)m * K, K * 2, cudaMemcpyDeviceToHost));
+    double dot[2];
+    for (int half = 0; half < 2; ++half) {
+      const int col = half * I + n;
+      CK(cudaMemcpy(brow.data(), p.B + ((size_t)e * N + col) * K, K * 2, cudaMemcpyDeviceToHost));
+      double acc = 0, mag = 0;
+      for (int k = 0; k < K; ++k) {
+        const double t = (double)bf16_bits_to_float(arow[k]) * (double)bf16_bits_to_float(brow[k]);
+        acc += t;
+        mag += std::fabs(t);
+      }
+      acc *= p.scale_h[m];
+      mag *= p.scale_h[m];
+      float g;
+      CK(cudaMemcpy(&g, p.pre + (size_t)m * N + col, 4, cudaMemcpyDeviceToHost));
+      worst = std::max(worst, std::fabs((double)g - acc) / (mag > 0 ? mag : 1.0));
+      dot[half] = acc;
+    }
+    const float want = p.scale_h[m] != 0.f ? gated::gated_act_ref(p.act, (float)dot[0], (float)dot[1]) : 0.f;
+    float got;
+    CK(cudaMemcpy(&got, p.ref + (size_t)m * I + n, 4, cudaMemcpyDeviceToHost));
+    if (!(std::fabs((double)got - want) / (1.0 + std::fabs((double)want)) < 1e-4)) {
+      std::printf("  gated reference: row %lld col %d: ref %.6g, CPU %.6g\n", m, n, (double)got, (double)want);
+      worst = 1.0;
+    }
+  }
+  return worst;
+}
+
 // CPU double check of `samples` reference elements (validates the GPU reference itself:
 // expert mapping, scale, accumulation). Returns the max relative deviation.
 inline double spot_check_ref(const Problem& p, int samples, uint64_t seed) {
+  if (p.act) return spot_check_gated(p, samples, seed);
   std::mt19937_64 rng(seed ^ 0xC0FFEEull);
   const int K = p.s.K, N = p.s.N;
   std::vector<uint16_t> arow(K), brow(K);
@@ -352,7 +441,7 @@ inline CheckResult check_output(const Problem& p) {
   CmpStats z{};
   z.first_bad = ~0ull;
   CK(cudaMemcpy(st, &z, sizeof(z), cudaMemcpyHostToDevice));
-  compare_kernel<<<1024, 256>>>(p.D, p.ref, (size_t)p.M_total * p.s.N, st);
+  compare_kernel<<<1024, 256>>>(p.D, p.ref, (size_t)p.M_total * p.N_out, st);
   CK(cudaGetLastError());
   CmpStats r;
   CK(cudaMemcpy(&r, st, sizeof(r), cudaMemcpyDeviceToHost));
@@ -370,8 +459,8 @@ inline void print_check(const Problem& p, const char* when, const CheckResult& c
   std::printf("  check %-6s rel_err %.3e  max_abs %.3e  unwritten %llu  nan/inf %llu  -> %s\n", when, c.rel,
               (double)c.maxabs, c.unwritten, c.nan, c.ok ? "PASS" : "FAIL");
   if (c.first_bad != ~0ull) {
-    const long long m = (long long)(c.first_bad / p.s.N);
-    const int n = (int)(c.first_bad % p.s.N);
+    const long long m = (long long)(c.first_bad / p.N_out);
+    const int n = (int)(c.first_bad % p.N_out);
     std::printf("    first bad element: row %lld (m-tile %lld, expert %d), col %d\n", m, m / p.BM,
                 p.tile_expert_h[m / p.BM], n);
   }
@@ -466,6 +555,7 @@ struct Row {
   float maxabs = 0;
   bool passed = false, timed = false;
   std::string floor_bound;
+  int N_out = 0;
 };
 
 struct Args {
@@ -490,7 +580,12 @@ inline Args parse(int argc, char** argv) {
 
 template <class V>
 int run_main(int argc, char** argv) {
-  const Args args = parse(argc, argv);
+  Args args = parse(argc, argv);
+  constexpr int act = ActOf<V>::value;
+  if (act && !args.json.empty()) {  // one record per activation: x.json -> x-<act>.json
+    const size_t dot = args.json.rfind(".json");
+    args.json = args.json.substr(0, dot) + "-" + gated::act_name(act) + (dot == std::string::npos ? "" : ".json");
+  }
   const DevInfo dev = dev_info();
   std::printf("== %s on %s (sm_%d%d, %d SMs, L2 %zu MB, smem opt-in %zu B, driver %d), seed %llu\n", V::kName,
               dev.name.c_str(), dev.prop.major, dev.prop.minor, dev.sms, dev.l2 >> 20, dev.smem_optin, dev.driver,
@@ -556,12 +651,17 @@ int run_main(int argc, char** argv) {
     Row row;
     row.shape = s.name;
     row.what = s.what;
+    if (act && (s.name == "a" || (s.N / 2) % gated::kHalfTile != 0)) {
+      std::printf("-- shape %s: not a GEMM1 shape for the gated epilogue (N = 2I, I %% 128 == 0), skipped\n",
+                  s.name.c_str());
+      continue;
+    }
     if (s.N % V::kBN != 0 || s.K % V::kBK != 0) {
       std::printf("-- shape %s: N %% %d or K %% %d != 0, skipped\n", s.name.c_str(), V::kBN, V::kBK);
       continue;
     }
     Problem p;
-    build_problem(p, s, V::kBM, args.seed + std::hash<std::string>{}(s.name));
+    build_problem(p, s, V::kBM, args.seed + std::hash<std::string>{}(s.name), act);
     int cmin = 1 << 30, cmax = 0, empty = 0, ones = 0;
     for (int c : s.counts) {
       cmin = std::min(cmin, c);
@@ -578,12 +678,13 @@ int run_main(int argc, char** argv) {
     row.E = s.E;
     row.N = s.N;
     row.K = s.K;
+    row.N_out = p.N_out;
     row.T = s.T;
     row.experts = p.experts_touched;
     const double spot = spot_check_ref(p, 64, args.seed);
     std::printf("  reference spot check vs CPU double (64 elements): max |dev|/sum|terms| = %.2e %s\n", spot,
                 spot < 1e-5 ? "ok" : "BAD REFERENCE");
-    const size_t d_bytes = (size_t)p.M_total * s.N * sizeof(bf16);
+    const size_t d_bytes = (size_t)p.M_total * p.N_out * sizeof(bf16);
 
     V v;
     v.setup(p, dev);
@@ -675,12 +776,12 @@ int run_main(int argc, char** argv) {
         const Row& r = rows[i];
         std::fprintf(f,
                      "  {\"model\": \"%s\", \"case\": \"%s\", \"backend\": \"sm90-dev-%s\", \"weights\": \"bf16\", "
-                     "\"T\": %d, \"E\": %d, \"N\": %d, \"K\": %d, \"rows\": %lld, \"padded_rows\": %lld, "
+                     "\"activation\": \"%s\", \"N_out\": %d, \"T\": %d, \"E\": %d, \"N\": %d, \"K\": %d, \"rows\": %lld, \"padded_rows\": %lld, "
                      "\"experts_touched\": %d, \"us\": %.2f, \"min_us\": %.2f, \"max_us\": %.2f, \"runs\": %d, "
                      "\"floor_us\": %.2f, \"floor_bound\": \"%s\", \"ratio\": %.3f, \"TFLOPs\": %.2f, \"GBps\": %.1f, "
                      "\"flops\": %.0f, \"bytes\": %.0f, \"cublas_dense_us\": %.2f, \"cublas_dense_TFLOPs\": %.2f, "
                      "\"rel_err\": %.3e, \"max_abs_err\": %.3e, \"passed\": %s}%s\n",
-                     r.T ? "mistral-small-4" : "synthetic", r.shape.c_str(), V::kName, r.T, r.E, r.N, r.K,
+                     r.T ? "mistral-small-4" : "synthetic", r.shape.c_str(), V::kName, gated::act_name(act), r.N_out, r.T, r.E, r.N, r.K,
                      r.useful_rows, r.M_total, r.experts, r.us, r.min_us, r.max_us, args.runs, r.floor_us,
                      r.floor_bound.c_str(), r.us > 0 ? r.us / r.floor_us : 0.0, r.tflops, r.gbps, r.flops, r.bytes,
                      r.cublas_dense_us, r.cublas_dense_tflops, std::max(r.rel1, r.rel2), (double)r.maxabs,
