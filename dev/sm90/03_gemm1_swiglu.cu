@@ -23,7 +23,8 @@
 //
 // Epilogue cost (per consumer thread and tile: 64 outputs from 128 accumulators):
 //   SwiGLU         FMUL, MUFU.EX2, FADD, MUFU.RCP, 2 FMUL                        (2 MUFU / output)
-//   GeGLU-tanh     3 FMUL/FFMA for the cubic, MUFU.TANH, FFMA, FMUL               (1 MUFU / output)
+//   GeGLU-tanh     cubic (FMUL, FFMA, FMUL), then as SwiGLU on 2z                 (2 MUFU / output;
+//                  not MUFU.TANH: 1 + tanh cancels its error for negative inputs, gated.cuh)
 //   clamped        FMNMX x 3, FMUL, MUFU.EX2, FADD, MUFU.RCP, FADD, 2 FMUL        (2 MUFU / output)
 // then bf16 pack and 32 4-byte shared stores (02: 64), 2 TMA stores (02: 4).
 #include "ws_gemm.cuh"

@@ -18,14 +18,6 @@ __device__ __forceinline__ float rcp_approx(float a) {
   return d;
 }
 
-// tanh.approx.f32 d, a;   (PTX 7.0, sm_75) -> MUFU.TANH
-// tanh(a), max relative error about 2^-10.987 (saturates to +-1).
-__device__ __forceinline__ float tanh_approx(float a) {
-  float d;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(d) : "f"(a));
-  return d;
-}
-
 // sigmoid(x) = 1 / (1 + 2^(-x log2 e)): FMUL, MUFU.EX2, FADD, MUFU.RCP. Saturates cleanly:
 // x -> -inf gives rcp(inf) = 0, x -> +inf gives rcp(1) = 1; never NaN for finite x.
 __device__ __forceinline__ float sigmoid_approx(float x) {
