@@ -359,8 +359,9 @@ inline float bf16_bits_to_float(uint16_t b) {
   return f;
 }
 // Gated mode: each sample checks the gate and up dot products against `pre` (same measure as
-// below) and the activation: ref vs gated_act_ref of the CPU dot products, |dev| / (1 + |h|)
-// must stay < 1e-4 (else the returned deviation is 1: BAD REFERENCE).
+// below) and, separately, the activation kernel: ref vs the host's gated_act_ref of the same
+// two `pre` values (so fp32 accumulation error is not mistaken for an activation error);
+// |dev| / (1 + |h|) must stay < 1e-4, else the returned deviation is 1: BAD REFERENCE.
 inline double spot_check_gated(const Problem& p, int samples, uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0xC0FFEEull);
   const int K = p.s.K, N = p.s.N, I = p.N_out;
@@ -371,7 +372,7 @@ inline double spot_check_gated(const Problem& p, int samples, uint64_t seed) {
     const int n = (int)(rng() % (unsigned)I);
     const int e = p.tile_expert_h[m / p.BM];
     CK(cudaMemcpy(arow.data(), p.A + (size_t)m * K, K * 2, cudaMemcpyDeviceToHost));
-    double dot[2];
+    float pre_v[2];
     for (int half = 0; half < 2; ++half) {
       const int col = half * I + n;
       CK(cudaMemcpy(brow.data(), p.B + ((size_t)e * N + col) * K, K * 2, cudaMemcpyDeviceToHost));
@@ -386,9 +387,9 @@ inline double spot_check_gated(const Problem& p, int samples, uint64_t seed) {
       float g;
       CK(cudaMemcpy(&g, p.pre + (size_t)m * N + col, 4, cudaMemcpyDeviceToHost));
       worst = std::max(worst, std::fabs((double)g - acc) / (mag > 0 ? mag : 1.0));
-      dot[half] = acc;
+      pre_v[half] = g;
     }
-    const float want = p.scale_h[m] != 0.f ? gated::gated_act_ref(p.act, (float)dot[0], (float)dot[1]) : 0.f;
+    const float want = p.scale_h[m] != 0.f ? gated::gated_act_ref(p.act, pre_v[0], pre_v[1]) : 0.f;
     float got;
     CK(cudaMemcpy(&got, p.ref + (size_t)m * I + n, 4, cudaMemcpyDeviceToHost));
     if (!(std::fabs((double)got - want) / (1.0 + std::fabs((double)want)) < 1e-4)) {
