@@ -4,7 +4,8 @@
 // loops, the double-buffered 64 x 64 store boxes and their TMA stores. A version supplies
 // only an epilogue policy `Epi` (what goes into each store box) and its __global__ wrapper,
 // so kernel names, parameters and the generated code of 02 are what they were when 02 was
-// one file (checked: identical SASS instruction counts, same registers).
+// one file (checked: same registers, same SASS length and instruction mix; only a few integer
+// ops of the per-tile address setup differ, NOTES.md).
 //
 // D[m, n] = epilogue(sum_k A[m, k] * B[e(m) * N_b + n, k]): A [M_total, K] expert-contiguous,
 // segments padded to BM = 128 rows, B [E * N_b, K], the expert chosen by the TMA row
