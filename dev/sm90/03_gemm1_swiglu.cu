@@ -1,6 +1,6 @@
 // dev/sm90 ladder, step 03: GEMM1 with the gated activation fused into the epilogue.
 //
-// h[m, n] = act(sum_k X[m, k] W13p[e(m)*2I + 256 j + w, k] ...)  precisely, per N tile j:
+// h = act(X W13_gate[e]^T, X W13_up[e]^T), bf16 in, f32 accumulate, bf16 out; per N tile j:
 //   gate[m, c] = sum_k X[m, k] * W13[e*2I +     128 j + c, k]    (c = 0..127)
 //   up[m, c]   = sum_k X[m, k] * W13[e*2I + I + 128 j + c, k]
 //   h[m, 128 j + c] = act(gate[m, c], up[m, c])   on routed rows, 0 on padding rows
