@@ -16,10 +16,13 @@ TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list
   t.device = device;
   int i = 0;
   for (int64_t s : shape) t.shape[i++] = s;
+  // Row-major strides. A shape whose extent overflows int64 gets stride 0 for the
+  // dimensions past the overflow: numel() is -1 for it, so every check refuses it.
   int64_t stride = 1;
+  bool overflow = false;
   for (int d = t.rank - 1; d >= 0; --d) {
-    t.strides[d] = stride;
-    stride *= t.shape[d] > 0 ? t.shape[d] : 1;
+    t.strides[d] = overflow ? 0 : stride;
+    overflow = overflow || __builtin_mul_overflow(stride, t.shape[d] > 0 ? t.shape[d] : 1, &stride);
   }
   return t;
 }
