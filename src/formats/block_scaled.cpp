@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -74,6 +75,39 @@ void pack_e2m1(const uint8_t* codes, int64_t n, uint8_t* out) {
 
 }  // namespace
 
+namespace {
+// Both FP4 formats encode the same way, block by block: a block holding NaN/Inf
+// gets the format's NaN scale code and zero codes; otherwise choose(block_amax)
+// gives the stored scale code and the divisor it stands for, and each element is
+// float_to_e2m1(x / divisor) (all zeros when the divisor underflowed to 0).
+template <class Choose>
+void quantize_fp4_blocks(const float* x, int64_t rows, int64_t cols, int64_t block, uint8_t* packed,
+                         uint8_t* scales, uint8_t nan_scale, Choose choose) {
+  const int64_t nblocks = cols / block;
+  uint8_t codes[32];  // the largest block (MXFP4)
+  if (block > 32) throw InternalError("quantize_fp4_blocks: block > 32");
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const float* xb = x + r * cols + b * block;
+      uint8_t* pb = packed + (r * cols + b * block) / 2;
+      uint8_t& sb = scales[r * nblocks + b];
+      bool nonfinite = false;
+      const float bamax = block_amax(xb, block, &nonfinite);
+      if (nonfinite) {
+        sb = nan_scale;
+        std::fill(pb, pb + block / 2, uint8_t{0});
+        continue;
+      }
+      const auto [code, d] = choose(bamax);
+      sb = code;
+      for (int64_t i = 0; i < block; ++i) codes[i] = d > 0.0f ? float_to_e2m1(xb[i] / d) : uint8_t{0};
+      pack_e2m1(codes, block, pb);
+    }
+  }
+}
+
+}  // namespace
+
 // ---- NVFP4 ----
 // Float operations, in this order (the tests recompute them):
 //   amax   = max |x| over the finite elements of the whole matrix
@@ -95,25 +129,10 @@ void quantize_nvfp4(const float* x, int64_t rows, int64_t cols, uint8_t* packed,
   if (!(global > 0.0f)) global = 1.0f;
   *global_scale = global;
 
-  const int64_t nblocks = cols / kNvfp4Block;
-  uint8_t codes[kNvfp4Block];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < nblocks; ++b) {
-      const float* xb = x + r * cols + b * kNvfp4Block;
-      uint8_t* pb = packed + (r * cols + b * kNvfp4Block) / 2;
-      uint8_t& sb = scales[r * nblocks + b];
-      const float bamax = block_amax(xb, kNvfp4Block, &nonfinite);
-      if (nonfinite) {
-        sb = 0x7F;
-        std::fill(pb, pb + kNvfp4Block / 2, uint8_t{0});
-        continue;
-      }
-      sb = float_to_e4m3((bamax / 6.0f) / global);
-      const float d = detail::kE4M3[sb] * global;
-      for (int64_t i = 0; i < kNvfp4Block; ++i) codes[i] = d > 0.0f ? float_to_e2m1(xb[i] / d) : uint8_t{0};
-      pack_e2m1(codes, kNvfp4Block, pb);
-    }
-  }
+  quantize_fp4_blocks(x, rows, cols, kNvfp4Block, packed, scales, uint8_t{0x7F}, [&](float bamax) {
+    const uint8_t code = float_to_e4m3((bamax / 6.0f) / global);
+    return std::pair{code, detail::kE4M3[code] * global};
+  });
 }
 
 // Both FP4 formats decode the same way: each block of E2M1 codes times its
@@ -166,27 +185,11 @@ void quantize_mxfp4(const float* x, int64_t rows, int64_t cols, uint8_t* packed,
   check_ptr(x, "x", rows, cols);
   check_ptr(packed, "packed", rows, cols);
   check_ptr(scales, "scales", rows, cols);
-  const int64_t nblocks = cols / kMxfp4Block;
-  uint8_t codes[kMxfp4Block];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < nblocks; ++b) {
-      const float* xb = x + r * cols + b * kMxfp4Block;
-      uint8_t* pb = packed + (r * cols + b * kMxfp4Block) / 2;
-      uint8_t& sb = scales[r * nblocks + b];
-      bool nonfinite = false;
-      const float bamax = block_amax(xb, kMxfp4Block, &nonfinite);
-      if (nonfinite) {
-        sb = 0xFF;
-        std::fill(pb, pb + kMxfp4Block / 2, uint8_t{0});
-        continue;
-      }
-      const int shared_exp = bamax > 0.0f ? std::max(floor_log2(bamax) - 2, -127) : 0;
-      sb = static_cast<uint8_t>(shared_exp + 127);
-      const float scale = ue8m0_to_float(sb);  // a power of two, so x / scale is exact
-      for (int64_t i = 0; i < kMxfp4Block; ++i) codes[i] = float_to_e2m1(xb[i] / scale);
-      pack_e2m1(codes, kMxfp4Block, pb);
-    }
-  }
+  quantize_fp4_blocks(x, rows, cols, kMxfp4Block, packed, scales, uint8_t{0xFF}, [](float bamax) {
+    const int shared_exp = bamax > 0.0f ? std::max(floor_log2(bamax) - 2, -127) : 0;
+    const uint8_t code = static_cast<uint8_t>(shared_exp + 127);
+    return std::pair{code, ue8m0_to_float(code)};  // a power of two, so x / scale is exact
+  });
 }
 
 // value = e2m1 * 2^k, exact in float (the smallest product, 0.5 * 2^-127, is a float subnormal).
