@@ -2,7 +2,9 @@
 //
 // The registry (registry.cpp) lists every backend; `auto` asks each one whether
 // it can serve (spec, device), runs the self-test of those that can (once per
-// process and device) and picks the fastest that passed. An explicit backend
+// process and device) and picks, among those that passed, the highest priority
+// (a backend built for this exact chip over the portable one: its planner already
+// falls back to the portable kernels where they are faster), then the fastest. An explicit backend
 // that cannot run is an error naming why and listing the ones that can.
 #pragma once
 #include <cuda.h>
@@ -52,10 +54,16 @@ class Backend {
                                                  int device) const = 0;
   // Every kernel this backend compiles for spec (precompile, the CI compile check).
   virtual std::vector<rt::KernelSpec> kernels(const MoeSpec& spec) const { return {}; }
+  // `auto` prefers a higher priority among backends whose self-test passed.
+  virtual int priority() const { return 1; }
+  // Batch sizes the self-test runs on its small spec: enough to cover every kernel path
+  // the planner can pick (the first one is also the one timed).
+  virtual std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const { return {37}; }
 };
 
 const Backend& cpu_backend();
 const Backend& portable_backend();
+const Backend& sm90_backend();
 
 // Every backend, in order of preference for `auto` when speeds tie.
 const std::vector<const Backend*>& all_backends();

@@ -14,7 +14,7 @@
 namespace moeforge {
 
 const std::vector<const Backend*>& all_backends() {
-  static const std::vector<const Backend*> backends = {&portable_backend(), &cpu_backend()};
+  static const std::vector<const Backend*> backends = {&sm90_backend(), &portable_backend(), &cpu_backend()};
   return backends;
 }
 
@@ -73,8 +73,9 @@ BackendChoice choose_backend(const MoeSpec& spec, std::string_view requested, in
     return choice;
   }
 
-  // auto: every GPU backend that can serve runs its self-test; the fastest that
-  // passed wins. The CPU reference is the answer only when no GPU backend can.
+  // auto: every GPU backend that can serve runs its self-test; among those that
+  // passed, the highest priority wins, then the fastest. The CPU reference is the
+  // answer only when no GPU backend can.
   const Backend* best = nullptr;
   SelfTestResult best_result;
   for (const Backend* b : all_backends()) {
@@ -90,14 +91,15 @@ BackendChoice choose_backend(const MoeSpec& spec, std::string_view requested, in
       choice.rejected.push_back(fmt::format("{}: self-test {}", b->name(), r.detail));
       continue;
     }
-    if (!best || r.us < best_result.us) {
+    if (!best || b->priority() > best->priority() || (b->priority() == best->priority() && r.us < best_result.us)) {
       best = b;
       best_result = r;
     }
   }
   if (best) {
     choice.backend = best;
-    choice.reason = fmt::format("auto: fastest GPU backend whose self-test passed ({})", best_result.detail);
+    choice.reason = fmt::format("auto: highest-priority, then fastest, GPU backend whose self-test passed ({})",
+                                best_result.detail);
   } else {
     choice.backend = &cpu_backend();
     choice.reason = "auto: no GPU backend can run here, using the CPU reference";

@@ -46,7 +46,8 @@ nlohmann::json record_header(std::string_view kind, int device) {
   return {{"kind", kind},
           {"commit", rt::settings().commit},
           {"date", iso8601_utc_now()},
-          {"device", device_record(device)}};
+          {"device", device_record(device)},
+          {"planner", {{"sm90_crossover", rt::settings().sm90_crossover}}}};  // < 0: the tuned table
 }
 
 }  // namespace moeforge::bench

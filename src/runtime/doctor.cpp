@@ -58,7 +58,8 @@ json doctor_report(const DoctorOptions& opt) {
                    {"cache_root_source", s.cache_root_source},
                    {"allow_family", s.allow_family},
                    {"sync_check", s.sync_check},
-                   {"fault_stage", s.fault_stage}};
+                   {"fault_stage", s.fault_stage},
+                   {"sm90_crossover", s.sm90_crossover}};
 
   // Devices, each with its exact target and a self-test.
   std::vector<DeviceInfo> devices;

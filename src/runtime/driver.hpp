@@ -24,7 +24,8 @@ namespace moeforge::rt {
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) X(cuEventCreate)               \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)            \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate) \
-  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemHostAlloc) X(cuMemFreeHost)
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemHostAlloc) X(cuMemFreeHost)       \
+  X(cuTensorMapEncodeTiled)
 
 struct Driver {
 #define MOEFORGE_DECLARE(name) decltype(&::name) name = nullptr;

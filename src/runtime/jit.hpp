@@ -32,6 +32,9 @@ struct KernelSpec {
   std::string entry;   // extern "C" kernel name
   std::vector<std::pair<std::string, std::string>> defines;  // compile-time constants
   std::vector<std::string> options;  // extra NVRTC options (rare)
+  // The only targets this kernel exists for (e.g. {"sm_90a"} for wgmma code); empty = every
+  // target. Checked before compiling: another device gets Unsupported, naming both.
+  std::vector<std::string> targets;
   // Resource budget the planner checks against the device before launching.
   int threads = 0;          // threads per block the kernel is launched with
   int smem_bytes = 0;       // dynamic shared memory per block
@@ -60,6 +63,15 @@ const LoadedKernel& load_kernel(int device, const KernelSpec& spec);
 // MOEFORGE_SYNC_CHECK=1 it also synchronizes the stream and checks.
 void launch(const LoadedKernel& kernel, Dim3 grid, Dim3 block, unsigned smem_bytes, CUstream stream,
             void** args, const char* stage);
+
+// launch() with the kernel's arguments listed in order (each passed by address, as
+// cuLaunchKernel takes them): rt::launch_with(k, grid, block, smem, stream, "gemm1", a, b, n).
+template <class... Args>
+void launch_with(const LoadedKernel& kernel, Dim3 grid, Dim3 block, unsigned smem_bytes, CUstream stream,
+                 const char* stage, Args... args) {
+  void* ptrs[] = {static_cast<void*>(&args)...};
+  launch(kernel, grid, block, smem_bytes, stream, ptrs, stage);
+}
 
 // "" when spec fits the device's limits; else why not, with the numbers
 // ("smem_bytes 200000 > 101376, the opt-in shared memory per block of NVIDIA GB10").

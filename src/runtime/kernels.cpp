@@ -1,7 +1,9 @@
 // The kernel runtime: budget check -> cache (compile) -> ELF verify -> load ->
 // driver-side verification -> memoized LoadedKernel; and launch with breadcrumbs.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +93,8 @@ LoadedKernel load_verified(int device, const DeviceInfo& info, std::string_view 
 
 std::string budget_violation(const KernelSpec& s, const DeviceInfo& dev) {
   std::vector<std::string> why;
+  if (!s.targets.empty() && std::find(s.targets.begin(), s.targets.end(), dev.target) == s.targets.end())
+    why.push_back(fmt::format("{} is built only for {}, not {}", s.entry, fmt::join(s.targets, ", "), dev.target));
   if (s.threads > dev.max_threads_per_block)
     why.push_back(fmt::format("threads {} > {}, the maximum per block", s.threads, dev.max_threads_per_block));
   if (s.smem_bytes > dev.smem_optin_per_block)

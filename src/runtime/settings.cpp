@@ -37,6 +37,12 @@ Settings settings_from(const std::function<const char*(const char*)>& env) {
   s.sync_check = truthy(env("MOEFORGE_SYNC_CHECK"));
   if (const char* f = env("MOEFORGE_FAULT_STAGE")) s.fault_stage = f;
   if (const char* c = env("MOEFORGE_COMMIT"); c && *c) s.commit = c;
+  if (const char* x = env("MOEFORGE_SM90_CROSSOVER"); x && *x) {
+    char* end = nullptr;
+    const double v = std::strtod(x, &end);
+    if (end && *end == '\0' && v >= 0) s.sm90_crossover = v;
+    else warn(std::string("MOEFORGE_SM90_CROSSOVER='") + x + "' is not a number >= 0; using the tuned table");
+  }
   return s;
 }
 

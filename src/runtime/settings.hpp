@@ -8,6 +8,9 @@
 //   MOEFORGE_FAULT_STAGE    <stage>: launch a trapping kernel right after that stage
 //                           (fault-injection for the error-attribution tests)
 //   MOEFORGE_COMMIT         the commit that result records name (set by tests/gpu/run_all.sh)
+//   MOEFORGE_SM90_CROSSOVER average routed rows per expert from which the sm90 backend runs its
+//                           TMA/wgmma GEMMs (below: the portable ones); for measuring the
+//                           crossover (bench); unset = the tuned table (src/backends/sm90/plan.cpp)
 #pragma once
 #include <functional>
 #include <string>
@@ -22,6 +25,7 @@ struct Settings {
   bool sync_check = false;
   std::string fault_stage;  // "" = none
   std::string commit = "unknown";  // for result records
+  double sm90_crossover = -1;      // < 0: the tuned table
 };
 
 // Reads the environment on first call; the same object afterwards.

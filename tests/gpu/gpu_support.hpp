@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "runtime/breadcrumbs.hpp"
 #include "runtime/device.hpp"
@@ -23,6 +24,17 @@ inline uint64_t run_seed() {
     return v;
   }();
   return seed;
+}
+
+// The backend the robustness suite runs: $MOEFORGE_TEST_BACKEND, else "portable".
+// run_all.sh runs that suite once per GPU backend (sm90 with MOEFORGE_SM90_CROSSOVER=0,
+// so that its own GEMMs serve every batch size).
+inline const std::string& test_backend() {
+  static const std::string b = [] {
+    const char* s = std::getenv("MOEFORGE_TEST_BACKEND");
+    return std::string(s && *s ? s : "portable");
+  }();
+  return b;
 }
 
 // A new seed for each case drawn in this process.

@@ -4,18 +4,18 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "bench/record.hpp"
-
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/record.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/jit.hpp"
+#include "runtime/settings.hpp"
 
 namespace {
 
@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
   const int rc = RUN_ALL_TESTS();
   if (!json_path.empty()) {
     json rec = moeforge::bench::record_header("gpu-tests");
+    // The knobs that change which kernels ran (run_all.sh runs the suite more than once).
+    const char* tb = std::getenv("MOEFORGE_TEST_BACKEND");
+    rec["test_backend"] = tb && *tb ? tb : "default";
+    rec["sm90_crossover"] = moeforge::rt::settings().sm90_crossover;
     rec["passed"] = listener->passed;
     rec["failed"] = listener->failed;
     rec["skipped"] = listener->skipped;

@@ -3,13 +3,14 @@
 # benchmarks, write every record under $OUT (copied back to bench/results/),
 # print a short table last.
 #
-#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,bench,stress,sanitizer (default: all but stress, sanitizer)
+#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,sass,bench,stress,sanitizer
+#                                                   (default: all but stress, sanitizer)
 #
 # The GPU machine cannot install packages: the pinned Debian -dev packages travel
 # unpacked in .deps/ (tools/fetch_deps.sh) and are found through CMAKE_PREFIX_PATH.
 set -uo pipefail
 commit=${1:?usage: run_all.sh <commit> [stages]}
-stages=${2:-build,doctor,runs,tests,bench}
+stages=${2:-build,doctor,runs,tests,sass,bench}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
 logs=$(mktemp -d /tmp/moeforge-logs.XXXX)   # logs travel back as one archive: $OUT takes at most 8 files
@@ -22,6 +23,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 build=$root/build-gpu
 summary=()
 has() { [[ ",$stages," == *",$1,"* ]]; }
+# Hopper (compute capability 9.0: the sm90 backend's sm_90a)
+is_sm90() { [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)" = "9.0" ]; }
 note() { summary+=("$1"); echo "== $1"; }
 
 if has build; then
@@ -52,19 +55,50 @@ if has runs; then  # the README's main job, on the GPU, checked against the CPU 
 fi
 
 if has tests; then
-  t0=$(date +%s)
-  "$build/tests/moeforge_gpu_tests" --json "$out/gpu-tests.json" ${MOEFORGE_GPU_FILTER:+--gtest_filter=$MOEFORGE_GPU_FILTER} \
-      > "$logs/gpu-tests.log" 2>&1
-  rc=$?
-  grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$logs/gpu-tests.log" | tail -n 40
-  note "gpu tests rc=$rc in $(( $(date +%s) - t0 ))s: $(grep -E '^\[  PASSED  \]' "$logs/gpu-tests.log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$logs/gpu-tests.log") failed lines"
+  # Pass 1: the whole suite as a user gets it (auto / explicit backends, the tuned planner).
+  # Pass 2 (sm_90a only): the sm90 matrix and the robustness suite on the sm90 backend with
+  # its TMA/wgmma GEMMs forced for every batch size (MOEFORGE_SM90_CROSSOVER=0).
+  for pass in default sm90-wide; do
+    if [ $pass = default ]; then
+      env_args=() filter=${MOEFORGE_GPU_FILTER:-} json="$out/gpu-tests.json"
+    else
+      is_sm90 || continue
+      env_args=(MOEFORGE_TEST_BACKEND=sm90 MOEFORGE_SM90_CROSSOVER=0)
+      filter=${MOEFORGE_GPU_FILTER_WIDE:-'*Sm90*:*Robust*'} json="$out/gpu-tests-sm90-wide.json"
+    fi
+    t0=$(date +%s)
+    env "${env_args[@]}" "$build/tests/moeforge_gpu_tests" --json "$json" ${filter:+--gtest_filter=$filter} \
+        > "$logs/gpu-tests-$pass.log" 2>&1
+    rc=$?
+    grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$logs/gpu-tests-$pass.log" | tail -n 40
+    note "gpu tests ($pass) rc=$rc in $(( $(date +%s) - t0 ))s: $(grep -E '^\[  PASSED  \]' "$logs/gpu-tests-$pass.log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$logs/gpu-tests-$pass.log") failed lines"
+  done
+fi
+
+if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs above compiled
+  for j in $(grep -l '"moe_sm90_gemm"' "$MOEFORGE_CACHE_DIR"/sm_90a/*.json 2>/dev/null); do
+    c=${j%.json}.cubin
+    [ -f "$c" ] || continue
+    defs=$(tr -d ' \n' < "$j" | grep -oE '"defines":\[[^]]*\]\]' | head -c 160)
+    res=$(cuobjdump -res-usage "$c" 2>&1 | grep -oE 'REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+' | head -1)
+    sass=$(cuobjdump -sass "$c" 2>/dev/null)
+    note "sm90 gemm $defs: $res HGMMA=$(grep -cE 'HGMMA' <<<"$sass") LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass") $(grep -oE 'HGMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
+  done
 fi
 
 if has bench; then
-  for backend in ${MOEFORGE_BENCH_BACKENDS:-portable}; do
+  # Backends: the portable one, and on sm_90a the sm90 one twice: with its tuned planner and
+  # with its TMA/wgmma GEMMs forced at every T ("sm90-wide"), which measures the crossover.
+  backends=${MOEFORGE_BENCH_BACKENDS:-portable}
+  if [ -z "${MOEFORGE_BENCH_BACKENDS:-}" ] && is_sm90; then
+    backends="portable sm90 sm90-wide"
+  fi
+  for backend in $backends; do
     for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
       f="$out/bench-mistral-small-4-$backend-$w.json"
-      "$cli" bench --model mistral-small-4 --backend "$backend" --weights "$w" \
+      env_args=()
+      [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
+      env "${env_args[@]}" "$cli" bench --model mistral-small-4 --backend "${backend%-wide}" --weights "$w" \
           --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$f" 2> "$logs/bench-$backend-$w.err" |
           tee "$logs/bench-$backend-$w.txt"
       note "bench $backend $w rc=${PIPESTATUS[0]}"

@@ -1,5 +1,6 @@
-// The portable backend on a GPU against the CPU reference (double precision on the
-// dequantized weights), through the public MoeLayer API.
+// The GPU backends against the CPU reference (double precision on the dequantized
+// weights), through the public MoeLayer API: the portable backend's full matrix below, and
+// the sm90 backend's (bf16 weights; on sm_90a only) after it.
 //
 // Matrix: every preset's routing/activation/shared/bias features plus two custom specs
 // (softmax-grouped, geglu) x weights {bf16, fp8, nvfp4, mxfp4} x T {1, 2, 7, 64, 333,
@@ -89,15 +90,15 @@ struct Built {
 };
 // The last layer built (tests of one (model, format) run consecutively; one layer on the
 // device at a time).
-Built& layer_for(const MoeSpec& spec) {
+Built& layer_for(const MoeSpec& spec, const std::string& backend = "portable") {
   static Built b;
-  const std::string key = spec.describe();
+  const std::string key = backend + "|" + spec.describe();
   if (b.key != key) {
     b.layer.reset();
     b.key = key;
     b.spec = spec;
-    b.weights = make_synthetic_weights(spec, 0x5eed0000 + std::hash<std::string>{}(key) % 1000);
-    b.layer = std::make_unique<MoeLayer>(MoeLayer::create(spec, b.weights, {.backend = "portable", .device = 0}));
+    b.weights = make_synthetic_weights(spec, 0x5eed0000 + std::hash<std::string>{}(spec.describe()) % 1000);
+    b.layer = std::make_unique<MoeLayer>(MoeLayer::create(spec, b.weights, {.backend = backend, .device = 0}));
   }
   return b;
 }
@@ -160,8 +161,8 @@ struct DeviceCase {
   }
 };
 
-void run_case(const MoeSpec& spec, int64_t T) {
-  Built& b = layer_for(spec);
+void run_case(const MoeSpec& spec, int64_t T, const std::string& backend = "portable") {
+  Built& b = layer_for(spec, backend);
   const uint64_t seed = testing::next_case_seed();
   DeviceCase dc(spec, T, seed);
   b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
@@ -207,6 +208,79 @@ std::string param_name(const ::testing::TestParamInfo<Param>& i) {
   return s;
 }
 INSTANTIATE_TEST_SUITE_P(All, PortableLayerMatrix, ::testing::ValuesIn(all_params()), param_name);
+
+// ---------------------------------------------------------------- sm90 ----------
+// The sm90 backend on every model it serves (bf16 weights, no expert biases: gpt-oss is
+// the portable backend's), every T. Which GEMMs run depends on the planner's crossover:
+// run_all.sh runs this matrix once as is and once with MOEFORGE_SM90_CROSSOVER=0 (the
+// TMA/wgmma GEMMs at every T, T = 1 included).
+bool on_sm90a() { return rt::device_count() > 0 && rt::cached_device_info(0).target == "sm_90a"; }
+
+class Sm90LayerMatrix : public ::testing::TestWithParam<Param> {};
+
+TEST_P(Sm90LayerMatrix, MatchesReference) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  MoeSpec spec = reduced(GetParam().model);
+  spec.weight_format = GetParam().format;
+  spec.validate();
+  run_case(spec, GetParam().T, "sm90");
+}
+
+std::vector<Param> sm90_params() {
+  std::vector<Param> v;
+  for (const char* m : kModels)
+    if (std::string(m) != "gpt-oss-120b")
+      for (int64_t T : kTokens) v.push_back({m, WeightFormat::BF16, T});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(All, Sm90LayerMatrix, ::testing::ValuesIn(sm90_params()), param_name);
+
+TEST(Sm90Layer, AutoChoosesItOnSm90aAndSaysWhyNotElsewhere) {
+  REQUIRE_GPU();
+  MoeSpec spec = reduced("mistral-small-4");
+  std::shared_ptr<const WeightSource> weights = make_synthetic_weights(spec, 7);
+  const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = "auto", .device = 0});
+  if (on_sm90a()) {
+    EXPECT_EQ(layer.backend_name(), "sm90") << layer.backend_reason();
+    // What it does not serve goes to the portable backend, with the reason recorded.
+    MoeSpec fp8 = spec;
+    fp8.weight_format = WeightFormat::FP8_Block128;
+    const MoeLayer l8 = MoeLayer::create(fp8, make_synthetic_weights(fp8, 7), {.backend = "auto", .device = 0});
+    EXPECT_EQ(l8.backend_name(), "portable");
+    try {
+      (void)MoeLayer::create(fp8, make_synthetic_weights(fp8, 7), {.backend = "sm90", .device = 0});
+      ADD_FAILURE() << "expected Unsupported";
+    } catch (const Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos) << e.what();
+    }
+  } else {
+    EXPECT_NE(layer.backend_name(), "sm90");
+  }
+}
+
+TEST(Sm90Layer, FullSizeMistralSmall4) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  const MoeSpec spec = presets::get("mistral-small-4");
+  for (int64_t T : {int64_t(1), int64_t(128), int64_t(4096)}) {
+    SCOPED_TRACE(T);
+    run_case(spec, T, "sm90");
+  }
+}
+
+TEST(Sm90Layer, Deterministic) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  const MoeSpec spec = reduced("deepseek-v3");
+  Built& b = layer_for(spec, "sm90");
+  DeviceCase dc(spec, 2048, testing::next_case_seed());
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  const std::vector<uint16_t> first = dc.result();
+  dc.poison();
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  EXPECT_TRUE(first == dc.result()) << "two runs on the same input differ";
+}
 
 TEST(PortableLayer, FullSizeQwen3) {
   REQUIRE_GPU();

@@ -93,7 +93,8 @@ Built& layer_for(const MoeSpec& spec) {
     b.key = key;
     b.spec = spec;
     b.weights = make_synthetic_weights(spec, 0x0b57 + std::hash<std::string>{}(key) % 1000);
-    b.layer = std::make_unique<MoeLayer>(MoeLayer::create(spec, b.weights, {.backend = "portable", .device = 0}));
+    b.layer = std::make_unique<MoeLayer>(
+        MoeLayer::create(spec, b.weights, {.backend = testing::test_backend(), .device = 0}));
   }
   return b;
 }

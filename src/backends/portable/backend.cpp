@@ -4,12 +4,14 @@
 // forward() per call (everything stream-ordered on call.stream, no host sync unless the
 // caller passed precomputed ids and the stream is not capturing):
 //   workspace = cuMemAllocAsync (one block, carved), freed by cuMemFreeAsync at the end
-//   for each chunk of tokens (chunks bound the workspace; ~2 GiB):
+//   for each chunk of tokens (chunks bound the workspace; ~4 GiB):
 //     route | validate_ids  -> ids [Tc, k] i32 (+ weights)
 //     permute               -> counts, padded segment offsets, tile list, row maps
 //     gemm1                 -> h [rows, I] bf16 (gated activation fused; x rows gathered by token)
 //     gemm2                 -> y [rows, H] f32 (bias, routing weight fused)
 //     combine               -> out rows in slot order (+ shared experts), x's dtype
+// With wide GEMMs plugged in (the sm90 backend) and wanted for this T, the two GEMMs are
+// theirs (gather -> gemm1 -> gemm2, y in bf16) on segments padded to their M tile.
 // y is kept in f32: the only roundings after the f32 accumulators are h -> bf16 (needed
 // as the next GEMM operand) and out -> bf16; a bf16 y would add a third rounding of the
 // same size (~2^-9 relative) before the k-way sum.
@@ -46,21 +48,26 @@ std::string spec_unsupported(const MoeSpec& spec) {
   return "";
 }
 
-ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c) {
-  const int64_t k = spec.topk, S = spec.num_shared_experts, H = spec.hidden, I = spec.intermediate;
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_bytes) {
+  const int64_t k = spec.topk, S = spec.num_shared_experts;
   const int64_t e_total = spec.num_experts + S;
-  const int64_t row_bytes = I * 2 + H * 4 + 8;
-  constexpr int64_t kBudget = int64_t(2) << 30;
-  const int64_t fixed = e_total * (c.bm - 1) * row_bytes;
+  constexpr int64_t kBudget = int64_t(4) << 30;  // per call in flight; T = 36308 fits one chunk
+  const int64_t fixed = e_total * (bm - 1) * row_bytes;
   const int64_t per_token = (k + S) * row_bytes + k * 12;
   int64_t tc = std::max<int64_t>(4096, (kBudget - fixed) / per_token);
   tc = std::min<int64_t>(tc, (int64_t(1) << 30) / (k + S));  // rows stay far below 2^31
   ChunkPlan p;
   p.tokens = std::min(tokens, tc);
-  p.rows_bound = p.tokens * (k + S) + e_total * (c.bm - 1);
-  p.tile_bound = (p.rows_bound + c.bm - 1) / c.bm;
+  p.rows_bound = p.tokens * (k + S) + e_total * (bm - 1);
+  p.tile_bound = (p.rows_bound + bm - 1) / bm;
   return p;
 }
+
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c) {
+  return plan_chunk(spec, tokens, c.bm, spec.intermediate * 2 + spec.hidden * 4 + 8);
+}
+
+int64_t wide_row_bytes(const MoeSpec& spec) { return spec.hidden * 2 * 2 + spec.intermediate * 2 + 4 + 8; }
 
 namespace {
 
@@ -78,22 +85,20 @@ std::pair<int64_t, int64_t> prepared_bytes(WeightFormat f, int64_t rows, int64_t
   return {0, 0};
 }
 
-template <class... Args>
-void launch(const rt::LoadedKernel& k, rt::Dim3 grid, rt::Dim3 block, unsigned smem, CUstream s, const char* stage,
-            Args... args) {
-  void* ptrs[] = {static_cast<void*>(&args)...};
-  rt::launch(k, grid, block, smem, s, ptrs, stage);
-}
-
 unsigned u32_of(int64_t v) { return static_cast<unsigned>(v); }
 
 class PortableLayer final : public PreparedLayer {
  public:
-  PortableLayer(const MoeSpec& spec, const WeightSource& weights, int device) : spec_(spec), device_(device) {
+  PortableLayer(const MoeSpec& spec, const WeightSource& weights, int device, const WideGemmsFactory& wide)
+      : spec_(spec), device_(device) {
     rt::use_device(device);
     info_ = rt::cached_device_info(device);
     load_kernels();
     upload(weights);
+    if (wide) {
+      wide_ = wide(LayerWeights{w13_.ptr(), w2_.ptr()});
+      combine_y_bf16_ = &rt::load_kernel(device_, combine_kernel(spec_, DType::bf16, true));
+    }
   }
 
   void forward(const ForwardCall& call) const override;
@@ -111,6 +116,8 @@ class PortableLayer final : public PreparedLayer {
   const rt::LoadedKernel* validate_[2] = {};  // ids i32, i64
   const rt::LoadedKernel *count_ = nullptr, *scan_ = nullptr, *scatter_ = nullptr, *combine_ = nullptr;
   const rt::LoadedKernel* gemm_[2][2] = {};   // [small, large][gemm1, gemm2]; null = does not fit
+  std::unique_ptr<WideGemms> wide_;           // null: portable GEMMs only
+  const rt::LoadedKernel* combine_y_bf16_ = nullptr;
 };
 
 void PortableLayer::load_kernels() {
@@ -268,13 +275,15 @@ void PortableLayer::forward(const ForwardCall& call) const {
   const int64_t E = spec_.num_experts, S = spec_.num_shared_experts, et = E + S, k = spec_.topk;
   const int64_t H = spec_.hidden, I = spec_.intermediate;
 
+  const bool wide = wide_ && wide_->wants(T);
   const TileConfig& cfg = choose_tile(spec_, T, &info_);
   const int ci = &cfg == &kSmallTile ? 0 : 1;
   const rt::LoadedKernel* g1 = gemm_[ci][0];
   const rt::LoadedKernel* g2 = gemm_[ci][1];
   if (!g1 || !g2) throw InternalError("portable: chosen tile config was not loaded");
   const unsigned gsmem = unsigned(gemm_smem_bytes(cfg, spec_.weight_format));
-  const ChunkPlan plan = plan_chunk(spec_, T, cfg);
+  const int bm = wide ? wide_->bm() : cfg.bm;
+  const ChunkPlan plan = wide ? plan_chunk(spec_, T, bm, wide_row_bytes(spec_)) : plan_chunk(spec_, T, cfg);
   const int64_t tc = plan.tokens;
   const int64_t max_chunks = (tc * k + kPermuteChunk - 1) / kPermuteChunk;
   if (plan.tile_bound > info_.max_grid_x || (2 * I + cfg.bn - 1) / cfg.bn > info_.max_grid_y ||
@@ -287,7 +296,10 @@ void PortableLayer::forward(const ForwardCall& call) const {
                o_counts = cv.take(size_t(et * 4)), o_seg = cv.take(size_t((et + 1) * 8)), o_ntiles = cv.take(4),
                o_bad = cv.take(8), o_tiles = cv.take(size_t(plan.tile_bound * 4)),
                o_rtok = cv.take(size_t(plan.rows_bound * 4)), o_rw = cv.take(size_t(plan.rows_bound * 4)),
-               o_h = cv.take(size_t(plan.rows_bound * I * 2)), o_y = cv.take(size_t(plan.rows_bound * H * 4));
+               o_h = cv.take(size_t(plan.rows_bound * I * 2)),
+               o_y = cv.take(size_t(plan.rows_bound * H * (wide ? 2 : 4))),
+               o_xg = wide ? cv.take(size_t(plan.rows_bound * H * 2)) : 0,
+               o_scale = wide ? cv.take(size_t(plan.rows_bound * 4)) : 0;
   Workspace ws(cv.used, stream);
   const CUdeviceptr b = ws.base();
   const CUdeviceptr ids = b + o_ids, wts = b + o_wts, row_of = b + o_row_of, cc = b + o_cc, counts = b + o_counts,
@@ -306,31 +318,37 @@ void PortableLayer::forward(const ForwardCall& call) const {
       const TensorView& lg = *call.router_logits;
       const int li = lg.dtype == DType::bf16 ? 1 : 0;
       const CUdeviceptr lp = CUdeviceptr(lg.data) + CUdeviceptr(t0 * E * int64_t(dtype_size(lg.dtype)));
-      launch(*route_[li], {u32_of((n + kRouteWarps - 1) / kRouteWarps)}, {unsigned(32 * kRouteWarps)}, 0, stream,
+      rt::launch_with(*route_[li], {u32_of((n + kRouteWarps - 1) / kRouteWarps)}, {unsigned(32 * kRouteWarps)}, 0, stream,
              "route", lp, n, corr, ids, wts);
     } else {
       const TensorView& ti = *call.topk_ids;
       const int vi = ti.dtype == DType::i64 ? 1 : 0;
       const CUdeviceptr ip = CUdeviceptr(ti.data) + CUdeviceptr(t0 * k * int64_t(dtype_size(ti.dtype)));
       const int64_t base = t0 * k;
-      launch(*validate_[vi], {u32_of((entries + 255) / 256)}, {256}, 0, stream, "validate_ids", ip, entries, base, ids,
+      rt::launch_with(*validate_[vi], {u32_of((entries + 255) / 256)}, {256}, 0, stream, "validate_ids", ip, entries, base, ids,
              bad);
       w_src = CUdeviceptr(call.topk_weights->data) + CUdeviceptr(t0 * k * 4);
     }
-    launch(*count_, {u32_of(nch)}, {256}, 0, stream, "permute", ids, entries, cc);
-    const int nch_i = int(nch), n_i = int(n), bm = cfg.bm, tb = int(plan.tile_bound);
-    launch(*scan_, {1}, {1024}, 0, stream, "permute", cc, nch_i, n_i, bm, counts, seg, ntiles, tiles, tb);
-    launch(*scatter_, {u32_of((nch + kScatterWarps - 1) / kScatterWarps)}, {unsigned(32 * kScatterWarps)}, 0, stream,
+    rt::launch_with(*count_, {u32_of(nch)}, {256}, 0, stream, "permute", ids, entries, cc);
+    const int nch_i = int(nch), n_i = int(n), tb = int(plan.tile_bound);
+    rt::launch_with(*scan_, {1}, {1024}, 0, stream, "permute", cc, nch_i, n_i, bm, counts, seg, ntiles, tiles, tb);
+    rt::launch_with(*scatter_, {u32_of((nch + kScatterWarps - 1) / kScatterWarps)}, {unsigned(32 * kScatterWarps)}, 0, stream,
            "permute", ids, w_src, entries, cc, seg, row_of, rtok, rw);
     const CUdeviceptr xa = xp + CUdeviceptr(t0 * H * 2);
-    launch(*g1, {u32_of(plan.tile_bound), u32_of((2 * I + cfg.bn - 1) / cfg.bn)}, {unsigned(cfg.threads())}, gsmem,
-           stream, "gemm1", xa, w13_.ptr(), w13s_.ptr(), g13_.ptr(), spec_.expert_bias ? b13_.ptr() : null, seg,
-           counts, tiles, ntiles, rtok, rw, hbuf);
-    launch(*g2, {u32_of(plan.tile_bound), u32_of((H + cfg.bn - 1) / cfg.bn)}, {unsigned(cfg.threads())}, gsmem,
-           stream, "gemm2", hbuf, w2_.ptr(), w2s_.ptr(), g2_.ptr(), spec_.expert_bias ? b2_.ptr() : null, seg, counts,
-           tiles, ntiles, rtok, rw, ybuf);
+    if (wide) {
+      wide_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,
+                  .row_token = rtok, .row_weight = rw, .xg = b + o_xg, .scale = b + o_scale, .h = hbuf, .y = ybuf,
+                  .rows_bound = plan.rows_bound, .tile_bound = plan.tile_bound, .stream = stream});
+    } else {
+      rt::launch_with(*g1, {u32_of(plan.tile_bound), u32_of((2 * I + cfg.bn - 1) / cfg.bn)}, {unsigned(cfg.threads())}, gsmem,
+             stream, "gemm1", xa, w13_.ptr(), w13s_.ptr(), g13_.ptr(), spec_.expert_bias ? b13_.ptr() : null, seg,
+             counts, tiles, ntiles, rtok, rw, hbuf);
+      rt::launch_with(*g2, {u32_of(plan.tile_bound), u32_of((H + cfg.bn - 1) / cfg.bn)}, {unsigned(cfg.threads())}, gsmem,
+             stream, "gemm2", hbuf, w2_.ptr(), w2s_.ptr(), g2_.ptr(), spec_.expert_bias ? b2_.ptr() : null, seg,
+             counts, tiles, ntiles, rtok, rw, ybuf);
+    }
     const CUdeviceptr op = outp + CUdeviceptr(t0 * H * 2);
-    launch(*combine_, {u32_of(n)}, {256}, 0, stream, "combine", ybuf, row_of, seg, op);
+    rt::launch_with(wide ? *combine_y_bf16_ : *combine_, {u32_of(n)}, {256}, 0, stream, "combine", ybuf, row_of, seg, op);
   }
 
   if (!precomputed) {
@@ -394,7 +412,7 @@ class PortableBackend final : public Backend {
     spec.validate();
     if (std::string r = spec_unsupported(spec); !r.empty()) throw Unsupported("portable: " + r);
     if (!weights) throw InvalidArgument("weights", "null weight source");
-    return std::make_unique<PortableLayer>(spec, *weights, device);
+    return make_layer(spec, *weights, device);
   }
 
   std::vector<rt::KernelSpec> kernels(const MoeSpec& spec) const override {
@@ -404,6 +422,12 @@ class PortableBackend final : public Backend {
 };
 
 }  // namespace
+
+std::unique_ptr<PreparedLayer> make_layer(const MoeSpec& spec, const WeightSource& weights, int device,
+                                          const WideGemmsFactory& wide) {
+  return std::make_unique<PortableLayer>(spec, weights, device, wide);
+}
+
 }  // namespace portable
 
 const Backend& portable_backend() {

@@ -5,7 +5,7 @@
 
 namespace moeforge::portable {
 
-rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out) {
+rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out, bool y_bf16) {
   rt::KernelSpec k;
   k.source = "portable/combine.cuh";
   k.entry = "moe_combine";
@@ -14,6 +14,7 @@ rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out) {
                {"TOPK", std::to_string(spec.topk)},
                {"HIDDEN", std::to_string(spec.hidden)},
                {"OUT_F16", out == DType::f16 ? "1" : "0"}};
+  if (y_bf16) k.defines.push_back({"Y_BF16", "1"});
   k.threads = 256;
   return k;
 }

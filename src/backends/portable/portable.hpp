@@ -14,10 +14,13 @@
 // shared_intermediate == intermediate, otherwise why_not() says so.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "moeforge/spec.hpp"
 #include "moeforge/tensor.hpp"
 #include "moeforge/weights.hpp"
@@ -57,7 +60,8 @@ rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits);
 rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids);
 rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry);  // moe_count | moe_scan | moe_scatter
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage, const TileConfig& c);
-rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out);
+// y_bf16: GEMM 2 wrote y in bf16 (the sm90 GEMMs) instead of f32.
+rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out, bool y_bf16 = false);
 std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
 
 // Spec-only reasons this backend cannot serve spec ("" if it can).
@@ -92,6 +96,39 @@ struct ChunkPlan {
   int64_t rows_bound = 0;   // padded rows upper bound
   int64_t tile_bound = 0;   // M tiles upper bound
 };
+// row_bytes: workspace bytes per padded row (the GEMM intermediates and the row maps).
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_bytes);
+// The portable GEMMs' chunk: h bf16 + y f32 + row maps per row.
 ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c);
+
+// ---- wide GEMMs: another kernel family's GEMM pair inside this pipeline ----
+// The sm90 backend (src/backends/sm90/) is this layer with its TMA/wgmma GEMMs plugged in
+// for the chunks they are faster on: weights, routing, permutation, combine, workspace and
+// chunking stay the portable ones, so the two backends cannot drift apart.
+struct LayerWeights {  // the prepared layout of layout.cpp, experts 0..E+S-1, on the device
+  CUdeviceptr w13 = 0, w2 = 0;
+};
+// One chunk's buffers (call workspace, except x): permute outputs for segments padded to
+// bm(), and what the GEMM pair writes: y [rows, H] bf16, its rows scaled by the routing weight.
+struct WideChunk {
+  CUdeviceptr x = 0;  // [n, H] bf16
+  CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_token = 0, row_weight = 0;
+  CUdeviceptr xg = 0, scale = 0, h = 0, y = 0;  // [rows, H] bf16, [rows] f32, [rows, I] bf16, [rows, H] bf16
+  int64_t rows_bound = 0, tile_bound = 0;
+  CUstream stream = nullptr;
+};
+class WideGemms {
+ public:
+  virtual ~WideGemms() = default;
+  virtual int bm() const = 0;                          // M tile = segment padding
+  virtual bool wants(int64_t tokens) const = 0;        // the planner: this call's T
+  virtual void run(const WideChunk& chunk) const = 0;  // gather, GEMM 1, GEMM 2
+};
+// Workspace bytes per padded row on the wide path: xg, h, y (bf16), scale, row maps.
+int64_t wide_row_bytes(const MoeSpec& spec);
+using WideGemmsFactory = std::function<std::unique_ptr<WideGemms>(const LayerWeights&)>;
+// The portable layer; with `wide`, called once after the weights are on the device.
+std::unique_ptr<PreparedLayer> make_layer(const MoeSpec& spec, const WeightSource& weights, int device,
+                                          const WideGemmsFactory& wide = nullptr);
 
 }  // namespace moeforge::portable

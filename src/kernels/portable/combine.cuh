@@ -3,18 +3,28 @@
 // y rows already carry the routing weight (GEMM 2 epilogue). Deterministic: a fixed
 // summation order, no atomics. A token with any invalid id (row_of = -1) gets a NaN row.
 //
-// Defines: E, E_TOTAL, TOPK, HIDDEN, OUT_F16 (0: bf16 out, 1: f16 out).
+// y is f32 from the portable GEMM 2, bf16 from the sm90 one (Y_BF16 = 1): the sum is f32 either way.
+//
+// Defines: E, E_TOTAL, TOPK, HIDDEN, OUT_F16 (0: bf16 out, 1: f16 out), Y_BF16 (default 0).
 #pragma once
 #include "common/convert.cuh"
 #include "common/types.cuh"
 
+#ifndef Y_BF16
+#define Y_BF16 0
+#endif
+#if Y_BF16
+typedef u16 combine_y_t;
+#else
+typedef float combine_y_t;
+#endif
 #if (HIDDEN % 4) != 0
 #error "combine.cuh needs HIDDEN % 4 == 0"
 #endif
 
 // grid.x = tokens of the chunk, block = 256.
 extern "C" __global__ void __launch_bounds__(256)
-    moe_combine(const float* __restrict__ y, const int* __restrict__ row_of, const i64* __restrict__ seg_off,
+    moe_combine(const combine_y_t* __restrict__ y, const int* __restrict__ row_of, const i64* __restrict__ seg_off,
                 void* __restrict__ out) {
   constexpr int NR = TOPK + (E_TOTAL - E);
   __shared__ i64 rows[NR];
@@ -42,7 +52,13 @@ extern "C" __global__ void __launch_bounds__(256)
     } else {
 #pragma unroll 4
       for (int j = 0; j < NR; ++j) {
+#if Y_BF16
+        const uint2 b = *reinterpret_cast<const uint2*>(y + rows[j] * HIDDEN + c);
+        const float4 v = make_float4(bf16_to_f32(b.x & 0xFFFFu), bf16_to_f32(b.x >> 16), bf16_to_f32(b.y & 0xFFFFu),
+                                     bf16_to_f32(b.y >> 16));
+#else
         const float4 v = *reinterpret_cast<const float4*>(y + rows[j] * HIDDEN + c);
+#endif
         s.x += v.x;
         s.y += v.y;
         s.z += v.z;

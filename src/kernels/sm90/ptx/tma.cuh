@@ -3,7 +3,7 @@
 // (`const __grid_constant__ CUtensorMap`), encoded once on the host and never modified.
 // Coordinates are in elements, innermost dimension first: {column, row}.
 #pragma once
-#include "types.cuh"
+#include "sm90/ptx/types.cuh"
 
 // prefetch.tensormap [tmap];   (PTX 8.0, sm_90)
 __device__ __forceinline__ void tma_prefetch_desc(const void* tmap) {

@@ -2,7 +2,7 @@
 // A phase completes when the pending-arrival count reaches zero AND the transaction count
 // (bytes announced by expect_tx, retired by cp.async.bulk complete_tx) reaches zero.
 #pragma once
-#include "types.cuh"
+#include "sm90/ptx/types.cuh"
 
 // mbarrier.init.shared::cta.b64 [bar], count;   (PTX 7.8 for ::cta, sm_80)
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {

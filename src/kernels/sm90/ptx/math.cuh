@@ -1,6 +1,6 @@
 // Fast transcendental approximations (the MUFU unit) for the gated-activation epilogue.
 #pragma once
-#include "types.cuh"
+#include "sm90/ptx/types.cuh"
 
 // ex2.approx.ftz.f32 d, a;   (PTX 1.4 for .ftz, all SMs) -> MUFU.EX2
 // 2^a, max relative error 2^-22 (ex2(-inf) = +0, ex2(+inf) = +inf).

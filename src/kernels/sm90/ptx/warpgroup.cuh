@@ -1,9 +1,9 @@
 // Warpgroup register reallocation and named barriers.
 #pragma once
-#include "types.cuh"
+#include "sm90/ptx/types.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "dev/sm90: setmaxnreg needs the sm_90a target (-gencode=arch=compute_90a,code=sm_90a)"
+#error "sm90: setmaxnreg needs the sm_90a target (-gencode=arch=compute_90a,code=sm_90a)"
 #endif
 
 // setmaxnreg.inc.sync.aligned.u32 N;   (PTX 8.0, sm_90a)

@@ -1,10 +1,8 @@
-// Fixed-width integer names and the generic -> shared-window address conversion used by
-// every wrapper in dev/sm90/ptx/. No host or toolkit includes: these headers are meant to
-// graduate to src/kernels/sm90/ and be compiled by NVRTC.
+// The generic -> shared-window address conversion and the global timer, used by every
+// wrapper in sm90/ptx/. NVRTC-compiled (and nvcc for dev/sm90): no host or toolkit includes.
+// Each wrapper is preceded by the PTX it emits and its minimum PTX ISA / SM.
 #pragma once
-
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "common/types.cuh"
 
 // cvta.to.shared.u64 + cvt.u32.u64   (PTX 2.0, all SMs)
 // The 32-bit shared-window address of a generic pointer into shared memory: what

@@ -13,10 +13,10 @@
 // reg_fence() on every accumulator after wgmma_fence() and after wgmma_wait() keeps the
 // compiler from moving ordinary reads/writes of those registers across the async window.
 #pragma once
-#include "types.cuh"
+#include "sm90/ptx/types.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "dev/sm90: wgmma/setmaxnreg need the sm_90a target (-gencode=arch=compute_90a,code=sm_90a)"
+#error "sm90: wgmma/setmaxnreg need the sm_90a target (-gencode=arch=compute_90a,code=sm_90a)"
 #endif
 
 // wgmma.fence.sync.aligned;   (PTX 8.0, sm_90a)

@@ -1,0 +1,123 @@
+// The sm90 backend: the portable pipeline (weights, routing, permutation, combine) with the
+// Hopper TMA + wgmma GEMMs for the calls the planner gives them (plan.cpp). Per wide chunk,
+// all stream-ordered, no host synchronization (CUDA-graph capturable):
+//   gather  (stage "permute") x rows into expert order + per-row epilogue scale
+//   gemm1   h = act(xg W13^T)      persistent, TMA/wgmma, activation fused
+//   gemm2   y = scale * (h W2^T)   persistent, TMA/wgmma, routing weight fused, bf16
+// Tensor maps: the weights' at prepare (once), the workspace's per chunk (host encode, by
+// value into the launch); see tensor_map.cpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "backends/backend.hpp"
+#include "backends/portable/portable.hpp"
+#include "backends/sm90/sm90.hpp"
+#include "moeforge/errors.hpp"
+#include "runtime/driver.hpp"
+
+namespace moeforge {
+namespace sm90 {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class Sm90Gemms final : public portable::WideGemms {
+ public:
+  Sm90Gemms(const MoeSpec& spec, int device, const portable::LayerWeights& w) : spec_(spec) {
+    const rt::DeviceInfo& info = rt::cached_device_info(device);
+    sm_count_ = info.sm_count;
+    gather_ = &rt::load_kernel(device, gather_kernel(spec));
+    gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
+    gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
+    const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
+    const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
+    const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
+    w13_map_ = encode_bf16_2d(w.w13, kp13, et * 2 * I, kp13 * 2, kBN, "w13");
+    w2_map_ = encode_bf16_2d(w.w2, kp2, et * H, kp2 * 2, kBN, "w2");
+  }
+
+  int bm() const override { return kBM; }
+  bool wants(int64_t tokens) const override { return use_wide(spec_, tokens); }
+
+  void run(const portable::WideChunk& c) const override {
+    const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
+    const int tile_bound = int(c.tile_bound);
+    rt::launch_with(*gather_, {unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
+                    c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
+
+    const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, kBM, "gathered x");
+    const CUtensorMap h_in = encode_bf16_2d(c.h, I, rows, I * 2, kBM, "h");
+    const CUtensorMap h_out = encode_bf16_2d(c.h, I, rows, I * 2, kEpiBox, "h");
+    const CUtensorMap y_out = encode_bf16_2d(c.y, H, rows, H * 2, kEpiBox, "y");
+    const CUdeviceptr no_scale = 0;
+
+    const int n1 = int(ceil_div(int64_t(2 * I), kBN)), n2 = int(ceil_div(int64_t(H), kBN));
+    const int kb1 = int(ceil_div(int64_t(H), kBK)), kb2 = int(ceil_div(int64_t(I), kBK));
+    rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, unsigned(kSmemBytes), c.stream, "gemm1",
+                    xg, w13_map_, h_out, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1, int(2 * I), kb1);
+    rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, unsigned(kSmemBytes), c.stream, "gemm2",
+                    h_in, w2_map_, y_out, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H), kb2);
+  }
+
+ private:
+  // Persistent: one CTA per SM at most (the tile count is only known on the device).
+  unsigned grid(int tile_bound, int n_tiles) const {
+    return unsigned(std::max<int64_t>(1, std::min<int64_t>(sm_count_, int64_t(tile_bound) * n_tiles)));
+  }
+
+  MoeSpec spec_;
+  int sm_count_ = 0;
+  const rt::LoadedKernel *gather_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
+  CUtensorMap w13_map_{}, w2_map_{};
+};
+
+class Sm90Backend final : public Backend {
+ public:
+  std::string_view name() const override { return "sm90"; }
+  bool needs_gpu() const override { return true; }
+  int priority() const override { return 2; }
+
+  std::string why_not(const MoeSpec& spec, const rt::DeviceInfo* device) const override {
+    if (device == nullptr) return "no CUDA device";
+    if (device->target != kTarget)
+      return fmt::format("{} is {}; the TMA/wgmma kernels are built for {} only", device->name, device->target,
+                         kTarget);
+    if (std::string r = spec_unsupported(spec); !r.empty()) return r;
+    if (std::string r = portable_backend().why_not(spec, device); !r.empty()) return "portable pipeline: " + r;
+    for (const rt::KernelSpec& k : {gather_kernel(spec), gemm_kernel(spec, 1), gemm_kernel(spec, 2)})
+      if (std::string v = rt::budget_violation(k, *device); !v.empty()) return v;
+    return "";
+  }
+
+  std::unique_ptr<PreparedLayer> prepare(const MoeSpec& spec, const std::shared_ptr<const WeightSource>& weights,
+                                         int device) const override {
+    spec.validate();
+    if (std::string r = spec_unsupported(spec); !r.empty()) throw Unsupported("sm90: " + r);
+    if (!weights) throw InvalidArgument("weights", "null weight source");
+    return portable::make_layer(spec, *weights, device, [&](const portable::LayerWeights& w) {
+      return std::make_unique<Sm90Gemms>(spec, device, w);
+    });
+  }
+
+  std::vector<rt::KernelSpec> kernels(const MoeSpec& spec) const override {
+    if (!spec_unsupported(spec).empty()) return {};
+    return all_kernels(spec);
+  }
+
+  std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {
+    // 37: the portable GEMMs' side of the planner; the second: the wide GEMMs' side.
+    const double rows = std::max(crossover_rows(test_spec), 1.0) + 17.0;
+    return {37, int64_t(rows * test_spec.num_experts / test_spec.topk) | 1};
+  }
+};
+
+}  // namespace
+}  // namespace sm90
+
+const Backend& sm90_backend() {
+  static const sm90::Sm90Backend backend;
+  return backend;
+}
+
+}  // namespace moeforge

@@ -1,0 +1,57 @@
+// Kernel specs of sm90/grouped_gemm.cuh and sm90/gather.cuh, and what the sm90 GEMMs take.
+#include <fmt/format.h>
+
+#include "backends/portable/portable.hpp"
+#include "backends/sm90/sm90.hpp"
+
+namespace moeforge::sm90 {
+
+std::string spec_unsupported(const MoeSpec& spec) {
+  if (std::string r = portable::spec_unsupported(spec); !r.empty()) return r;
+  if (spec.weight_format != WeightFormat::BF16 && spec.weight_format != WeightFormat::FP16)
+    return fmt::format("weights {}: the sm90 GEMMs take bf16 (or f16, staged as bf16) weights so far; the portable "
+                       "backend runs {}",
+                       to_string(spec.weight_format), to_string(spec.weight_format));
+  if (spec.expert_bias) return "expert biases are not in the sm90 GEMM epilogues yet (the portable backend has them)";
+  return "";
+}
+
+rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
+  const int act = spec.activation.kind == ActivationKind::SwiGLU ? 0
+                  : spec.activation.kind == ActivationKind::GeGLU ? 1
+                                                                    : 2;
+  rt::KernelSpec k;
+  k.source = "sm90/grouped_gemm.cuh";
+  k.entry = "moe_sm90_gemm";
+  k.defines = {{"GEMM_STAGE", std::to_string(stage)}, {"SM90_SMEM_BYTES", std::to_string(kSmemBytes)}};
+  if (stage == 1)
+    k.defines.insert(k.defines.end(), {{"ACT", std::to_string(act)},
+                                       {"ACT_ALPHA", fmt::format("{:.9e}f", spec.activation.alpha)},
+                                       {"ACT_LIMIT", fmt::format("{:.9e}f", spec.activation.limit)}});
+  k.threads = kThreads;
+  k.smem_bytes = kSmemBytes;
+  k.targets = {kTarget};
+  return k;
+}
+
+rt::KernelSpec gather_kernel(const MoeSpec& spec) {
+  rt::KernelSpec k;
+  k.source = "sm90/gather.cuh";
+  k.entry = "moe_sm90_gather";
+  k.defines = {{"E", std::to_string(spec.num_experts)},
+               {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
+               {"HIDDEN", std::to_string(spec.hidden)}};
+  k.threads = kGatherThreads;
+  return k;
+}
+
+std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec) {
+  std::vector<rt::KernelSpec> out = portable::all_kernels(spec);
+  out.push_back(portable::combine_kernel(spec, DType::bf16, true));
+  out.push_back(gather_kernel(spec));
+  out.push_back(gemm_kernel(spec, 1));
+  out.push_back(gemm_kernel(spec, 2));
+  return out;
+}
+
+}  // namespace moeforge::sm90

@@ -1,0 +1,51 @@
+// The sm90 backend's internals (host side): Hopper (sm_90a) TMA + wgmma grouped GEMMs
+// plugged into the portable pipeline (portable.hpp, "wide GEMMs") for the batch sizes where
+// they win; below the measured crossover the portable GEMMs run.
+//
+// File map (kernel source <-> host code):
+//   kernels/sm90/grouped_gemm.cuh, wait.cuh, ptx/   <-> kernel_specs.cpp (specs, limits)
+//   kernels/sm90/gather.cuh                          <-> kernel_specs.cpp
+//   tensor maps (host encode, once per buffer)       <-> tensor_map.cpp
+//   the planner's crossover table                    <-> plan.cpp
+//   WideGemms implementation, Backend                <-> backend.cpp
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "moeforge/spec.hpp"
+#include "runtime/jit.hpp"
+
+namespace moeforge::sm90 {
+
+// Mirrors of the kernel's constants (grouped_gemm.cuh); the kernel static_asserts the
+// shared-memory size against SM90_SMEM_BYTES, so a drift fails to compile.
+constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384, kEpiBox = 64;
+constexpr int kSmemBytes = 231424;  // 4 x (16 + 32) KB stages + 2 x 2 x 8 KB boxes + barriers, + 1 KB align
+constexpr int kGatherThreads = 256;
+inline constexpr const char* kTarget = "sm_90a";
+
+// Spec-only reasons the sm90 GEMMs cannot serve spec ("" if they can).
+std::string spec_unsupported(const MoeSpec& spec);
+
+rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
+rt::KernelSpec gather_kernel(const MoeSpec& spec);
+// This backend's kernels: the portable pipeline's plus gather and the two GEMMs.
+std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
+
+// ---- planner (plan.cpp) ----
+// Average routed rows per expert (T * k / E) from which the wide GEMMs run.
+double crossover_rows(const MoeSpec& spec);
+bool use_wide(const MoeSpec& spec, int64_t tokens);
+
+// ---- tensor maps (tensor_map.cpp) ----
+// A 2-D bf16 tensor map over [rows, cols] (row stride in bytes), 128-byte swizzle, box
+// {64 columns, box_rows}. Throws InvalidArgument naming `what` when the driver's rules
+// (16-byte aligned base and stride, box limits) are not met, Unsupported when the driver
+// refuses it.
+CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
+                           uint32_t box_rows, const char* what);
+
+}  // namespace moeforge::sm90

@@ -1,0 +1,45 @@
+// Gather for the sm90 GEMMs: x rows copied into expert order, so that GEMM 1 can read its
+// A operand with TMA tiles (Hopper's TMA has no row gather), plus each row's epilogue scale.
+//
+//   xg[row]    = x[token of row]  for routed and shared rows; zeros for padding rows
+//   scale[row] = routing weight (routed), 1 (shared experts), 0 (padding)
+// Rows come from moe_scatter (portable/permute.cuh): row_token / row_weight for routed rows;
+// the row of (shared expert s, token t) is seg_off[E + s] + t. Padding rows are the ones at
+// or past counts[e] inside expert e's segment; writing them (zeros) keeps every byte the GEMM
+// reads initialized and finite.
+//
+// Defines: E, E_TOTAL, HIDDEN (multiple of 8).
+#pragma once
+#include "common/types.cuh"
+
+#if (HIDDEN % 8) != 0
+#error "sm90/gather.cuh needs HIDDEN % 8 == 0"
+#endif
+#define GATHER_BM 128
+#define GATHER_WARPS 8
+
+// grid.x = tile bound (128-row tiles; tiles past *num_tiles exit), block = 256.
+extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
+    moe_sm90_gather(const u16* __restrict__ x, const int* __restrict__ counts, const i64* __restrict__ seg_off,
+                    const int* __restrict__ num_tiles, const int* __restrict__ tile_expert,
+                    const int* __restrict__ row_token, const float* __restrict__ row_weight,
+                    u16* __restrict__ xg, float* __restrict__ scale) {
+  const int tile = blockIdx.x;
+  if (tile >= *num_tiles) return;
+  const int e = tile_expert[tile];
+  const i64 seg = seg_off[e];
+  const int count = counts[e];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  constexpr int kVec = HIDDEN / 8;  // 16-byte vectors per row
+  for (int r = warp; r < GATHER_BM; r += GATHER_WARPS) {
+    const i64 row = (i64)tile * GATHER_BM + r;
+    const i64 local = row - seg;
+    const bool valid = local < count;
+    i64 token = 0;
+    if (valid) token = e < E ? row_token[row] : local;
+    uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
+    const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);
+    for (int v = lane; v < kVec; v += 32) dst[v] = valid ? src[v] : make_uint4(0u, 0u, 0u, 0u);
+    if (lane == 0) scale[row] = valid ? (e < E ? row_weight[row] : 1.0f) : 0.0f;
+  }
+}

@@ -1,0 +1,272 @@
+// Hopper grouped GEMM over the expert-contiguous padded layout: TMA + wgmma, warp-specialized,
+// persistent. Graduated from dev/sm90 step 02/03 (NOTES.md there has the design record and
+// the measured ladder: 650 TFLOP/s on the Mistral-Small-4 GEMM2 shape, 93.8 % of cuBLAS at
+// the same dense shape).
+//
+//   GEMM_STAGE 1:  h[row, f] = act(gate, up),  gate/up = A[row] . W13[e]^T  (bf16 out [rows, I])
+//   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e]^T)               (bf16 out [rows, H])
+// A [rows, K] bf16: GEMM 1 reads x gathered into expert order (sm90/gather.cuh), GEMM 2 reads
+// h. Segments are padded to BM = 128 rows; tile m covers rows [128 m, 128 m + 128) of expert
+// tile_expert[m]; *num_tiles m-tiles exist this call (read on the device: no host sync).
+// Padding rows of A are zeros (the gather writes them), so padding rows of h are
+// act(0, 0) = 0 and padding rows of y are 0 * anything = scale 0; nothing reads them anyway.
+//
+// Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp):
+// [E_TOTAL * N, KP] bf16, K padded with zeros to KP (a multiple of 32); GEMM 1's W13 rows
+// interleaved in blocks of 8 (8 gate rows, then the 8 matching up rows). The expert is a TMA
+// row coordinate (e * N + n0). Tensor maps are encoded on the host once per buffer
+// (src/backends/sm90/tensor_maps.cpp) and arrive as __grid_constant__ parameters; nothing
+// on the device ever writes one. Out-of-bounds parts of a box read as zeros (K tails) and
+// out-of-bounds parts of a store box are dropped (N tails), so any K % 8 == 0 works.
+//
+// Roles (384 threads, one CTA per SM): warpgroup 0 is the producer (one thread issues TMA,
+// registers lowered to 40 with setmaxnreg); warpgroups 1 and 2 are consumers (232 registers),
+// each owning 64 rows of the 128 x 256 tile: one m64n256k16 wgmma per k16 step, f32
+// accumulators. A 4-stage full/empty mbarrier ring (48 KB per stage) connects them; tiles are
+// walked m-major, n fastest, round-robin over the persistent CTAs (the ~132 tiles in flight
+// share one or two experts' weights, which stay in L2). Epilogue: f32 -> bf16 into
+// double-buffered 128B-swizzled 64 x 64 boxes in shared memory, TMA stores that overlap
+// the next tile's main loop.
+//
+// GEMM 1's activation in registers: in the m64n256 accumulator fragment, n8-chunk 2p holds
+// 8 gate columns and chunk 2p + 1 the matching 8 up columns (the block-of-8 interleave), in
+// the same thread at the same fragment position, so each thread pairs d[8p + k] with
+// d[8p + 4 + k]. One N tile of 256 prepared rows gives 128 outputs (two store boxes).
+//
+// Defines: GEMM_STAGE, ACT (0 SwiGLU, 1 GeGLU tanh, 2 clamped SwiGLU), ACT_ALPHA, ACT_LIMIT
+// (float literals; GEMM 1 only), SM90_SMEM_BYTES (the host's launch size, checked), optional
+// WAIT_LIMIT_NS (sm90/wait.cuh).
+#pragma once
+#include "common/convert.cuh"
+#include "sm90/ptx/math.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/tma.cuh"
+#include "sm90/ptx/warpgroup.cuh"
+#include "sm90/ptx/wgmma.cuh"
+#include "sm90/wait.cuh"
+
+namespace sm90 {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int kConsumers = 2;                      // consumer warpgroups, 64 rows each
+constexpr int kThreads = 128 * (1 + kConsumers);  // 384
+constexpr int kEpiBox = 64;                        // TMA store box: 64 rows x 64 cols (128-B rows)
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+constexpr u32 kStageBytes = (BM + BN) * BK * 2;    // 48 KB per stage
+static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
+static_assert(BM == 64 * kConsumers, "each consumer warpgroup owns 64 rows");
+
+// A CUtensorMap as the kernel sees it: 128 opaque bytes, 64-byte aligned (cuda.h's layout;
+// NVRTC sources do not include cuda.h).
+struct alignas(64) TensorMap {
+  u64 opaque[16];
+};
+
+// Operand tiles and store boxes on 1024-byte boundaries (the 128B-swizzle atom) so TMA's
+// pattern and the wgmma descriptors (base offset 0) agree.
+struct Smem {
+  alignas(1024) u16 a[STAGES][BM * BK];              // 16 KB per stage
+  alignas(1024) u16 b[STAGES][BN * BK];              // 32 KB per stage
+  alignas(1024) u16 d[kConsumers][2][64 * kEpiBox];  // 8 KB per box buffer
+  alignas(8) u64 full[STAGES];
+  u64 empty[STAGES];
+};
+static_assert(BK * 2 == 128 && kEpiBox * 2 == 128, "one 128-byte swizzle row per tile row");
+// + 1024: slack to align the dynamic base. The host's kernel spec carries the same number.
+constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
+static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
+static_assert(kSmemBytes == SM90_SMEM_BYTES, "the host's sm90::kSmemBytes (SM90_SMEM_BYTES) must match");
+
+// Static round-robin over tiles t = mt * n_tiles + nt (n fastest): every tile costs the same
+// K, so CTAs stay balanced within one tile; producer and consumers walk the same sequence.
+struct TileScheduler {
+  int total, n_tiles, next_t;
+  __device__ __forceinline__ TileScheduler(int m_tiles, int n_tiles_)
+      : total(m_tiles * n_tiles_), n_tiles(n_tiles_), next_t((int)blockIdx.x) {}
+  __device__ __forceinline__ bool next(int& mt, int& nt) {
+    if (next_t >= total) return false;
+    mt = next_t / n_tiles;
+    nt = next_t - mt * n_tiles;
+    next_t += (int)gridDim.x;
+    return true;
+  }
+};
+
+// Byte offset, inside a 64 x 64 bf16 store box, of this thread's 4 bytes of n8-chunk q in row
+// r0 (row r0 + 8 is at + 8 * 128). Box layout as TMA SWIZZLE_128B reads it: row r at byte
+// 128 r, its 16-B chunk q at chunk position q ^ (r & 7). Rows r0 and r0 + 8 both have
+// (r & 7) == g; across a warp the 32 words land in banks 4 (q ^ g) + t: all distinct.
+__device__ __forceinline__ u32 store_offset(int r0, int q, int g, int t) {
+  return (u32)r0 * 128u + (u32)((q ^ g) << 4) + (u32)t * 4u;
+}
+
+#if GEMM_STAGE == 1
+__device__ __forceinline__ float activate(float g, float u) {
+#if ACT == 0
+  return g * sigmoid_approx(g) * u;
+#elif ACT == 1
+  // 0.5 g (1 + tanh z) == g * sigmoid(2 z): ex2 + rcp keep ~1e-6 relative error where
+  // tanh.approx's ~2^-11 absolute error would cancel in 1 + tanh (dev/sm90/NOTES.md).
+  const float z2 = 2.0f * 0.7978845608028654f * (g + 0.044715f * g * g * g);
+  return g * sigmoid_approx(z2) * u;
+#else
+  const float L = (float)(ACT_LIMIT);
+  g = g > L ? L : g;  // comparisons keep NaN, as the reference does
+  u = u > L ? L : (u < -L ? -L : u);
+  return (u + 1.0f) * (g * sigmoid_approx((float)(ACT_ALPHA) * g));
+#endif
+}
+
+// GEMM 1: 128 outputs per tile from 64 (gate, up) chunk pairs; two boxes per consumer.
+struct Epilogue {
+  static constexpr int kBoxes = BN / 2 / kEpiBox;
+  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {}
+  __device__ __forceinline__ void fill(const float (&acc)[128], int j, unsigned char* box, int r0, int g, int t) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int p = j * 8 + q;  // output chunk: features 8p .. 8p + 7 of this tile's 128
+      const float* gate = &acc[8 * p];
+      const float* up = &acc[8 * p + 4];
+      const u32 off = store_offset(r0, q, g, t);
+      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(activate(gate[0], up[0]), activate(gate[1], up[1]));
+      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(activate(gate[2], up[2]), activate(gate[3], up[3]));
+    }
+  }
+  __device__ __forceinline__ int col(int nt, int j) const { return nt * (BN / 2) + j * kEpiBox; }
+};
+#else
+// GEMM 2: y = scale[row] * acc (the routing weight; 1 for shared experts, 0 for padding).
+struct Epilogue {
+  static constexpr int kBoxes = BN / kEpiBox;
+  const float* __restrict__ row_scale;
+  float s0, s1;
+  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {
+    const i64 m_row0 = (i64)mt * BM + c * 64;
+    s0 = row_scale[m_row0 + r0];
+    s1 = row_scale[m_row0 + r0 + 8];
+  }
+  __device__ __forceinline__ void fill(const float (&acc)[128], int j, unsigned char* box, int r0, int g, int t) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int i = j * 8 + q;  // n8-chunk of the 256-wide accumulator
+      const u32 off = store_offset(r0, q, g, t);
+      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(acc[4 * i + 0] * s0, acc[4 * i + 1] * s0);
+      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(acc[4 * i + 2] * s1, acc[4 * i + 3] * s1);
+    }
+  }
+  __device__ __forceinline__ int col(int nt, int j) const { return nt * BN + j * kEpiBox; }
+};
+#endif
+
+__device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d,
+                                          const int* __restrict__ tile_expert, int m_tiles, int n_tiles,
+                                          int n_per_expert, int k_blocks, Epilogue epi) {
+  extern __shared__ unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_u32(&sm.full[s]), 1);
+      mbar_init(smem_u32(&sm.empty[s]), 4 * kConsumers);  // lane 0 of each consumer warp
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ================= producer warpgroup
+    setmaxnreg_dec<kProducerRegs>();
+    if (tid == 0) {
+      tma_prefetch_desc(tm_a);
+      tma_prefetch_desc(tm_b);
+      TileScheduler sched(m_tiles, n_tiles);
+      int mt, nt;
+      u32 it = 0;  // k-block counter over all tiles: stage = it % STAGES, phase = it / STAGES
+      while (sched.next(mt, nt)) {
+        const int b_row = tile_expert[mt] * n_per_expert + nt * BN;  // the expert is a coordinate
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
+          const u32 full = smem_u32(&sm.full[s]);
+          mbar_arrive_expect_tx(full, kStageBytes);
+          tma_load_2d(smem_u32(sm.a[s]), tm_a, kb * BK, mt * BM, full);
+          tma_load_2d(smem_u32(sm.b[s]), tm_b, kb * BK, b_row, full);
+        }
+      }
+    }
+  } else {
+    // ================= consumer warpgroups
+    setmaxnreg_inc<kConsumerRegs>();
+    const int c = wg - 1;  // rows c*64 .. c*64+63 of each tile
+    const int g = lane >> 2, t = lane & 3;
+    const int r0 = warp * 16 + g;  // this thread's first row within the 64 (second: r0 + 8)
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+
+    TileScheduler sched(m_tiles, n_tiles);
+    int mt, nt;
+    u32 it = 0;
+    while (sched.next(mt, nt)) {
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+        mbar_wait(smem_u32(&sm.full[s]), ph);
+        wgmma_fence();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+        const u32 a_addr = smem_u32(sm.a[s]) + c * 64 * 128, b_addr = smem_u32(sm.b[s]);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          wgmma_m64n256k16_bf16_ss(acc, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
+                                   (kb > 0 || kk > 0) ? 1u : 0u);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+        if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));
+      }
+
+      // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
+      const int m_row0 = mt * BM + c * 64;
+      epi.begin_tile(mt, c, r0);
+#pragma unroll
+      for (int j = 0; j < Epilogue::kBoxes; ++j) {
+        const int buf = j & 1;
+        if (tid == 0) tma_store_wait_read<1>();  // the store that last read `buf` is done reading
+        named_bar_sync(1 + c, 128);
+        unsigned char* box = reinterpret_cast<unsigned char*>(sm.d[c][buf]);
+        epi.fill(acc, j, box, r0, g, t);
+        fence_proxy_async_smem();  // generic-proxy smem writes -> visible to the TMA store
+        named_bar_sync(1 + c, 128);
+        if (tid == 0) {
+          tma_store_2d(tm_d, epi.col(nt, j), m_row0, smem_u32(box));
+          tma_store_commit();
+        }
+      }
+    }
+    if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
+  }
+}
+
+}  // namespace sm90
+
+// grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
+// tm_a: A [rows, K]; tm_b: W [E_TOTAL * N, KP]; tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H).
+// row_scale: GEMM 2 only (null for GEMM 1).
+extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
+    moe_sm90_gemm(const __grid_constant__ sm90::TensorMap tm_a, const __grid_constant__ sm90::TensorMap tm_b,
+                  const __grid_constant__ sm90::TensorMap tm_d, const int* __restrict__ tile_expert,
+                  const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
+                  int n_tiles, int n_per_expert, int k_blocks) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "sm90/grouped_gemm.cuh must be compiled for sm_90a"
+#endif
+  sm90::Epilogue epi;
+#if GEMM_STAGE == 2
+  epi.row_scale = row_scale;
+#endif
+  const int m_tiles = min(*num_tiles, tile_bound);  // tile_expert holds tile_bound entries
+  sm90::gemm_body(&tm_a, &tm_b, &tm_d, tile_expert, m_tiles, n_tiles, n_per_expert, k_blocks, epi);
+}
