@@ -12,9 +12,11 @@ namespace moeforge::sm90 {
 
 namespace {
 // Average routed rows per expert (T * k / E) from which the wide GEMMs run, bf16 weights.
-// Initial value: the portable backend's own small -> large tile switch (48 rows). To be
-// replaced by the crossover measured on the H200 (bench/results/*-bench-*-sm90-*.json).
-constexpr double kCrossoverRowsBf16 = 48.0;
+// Measured on the H200 at 4e57f60 (bench/results/2026-11-30-4e57f60-bench-mistral-small-4-
+// sm90-wide-bf16.json against ...-sm90-bf16.json, which ran the portable GEMMs below 48 rows):
+// the wide GEMMs were faster at every T, T = 1 included (137.9 vs 178.6 us; T = 128: 1784 vs
+// 2655 us), so there is no crossover on that device: 0.
+constexpr double kCrossoverRowsBf16 = 0.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {

@@ -22,7 +22,8 @@
 // Roles (384 threads, one CTA per SM): warpgroup 0 is the producer (one thread issues TMA,
 // registers lowered to 40 with setmaxnreg); warpgroups 1 and 2 are consumers (232 registers),
 // each owning 64 rows of the 128 x 256 tile: one m64n256k16 wgmma per k16 step, f32
-// accumulators. A 4-stage full/empty mbarrier ring (48 KB per stage) connects them; tiles are
+// accumulators, one k-block's wgmma group kept in flight while the next is issued (dev/sm90
+// ran wait_group 0 per k-block). A 4-stage full/empty mbarrier ring (48 KB per stage) connects them; tiles are
 // walked m-major, n fastest, round-robin over the persistent CTAs (the ~132 tiles in flight
 // share one or two experts' weights, which stay in L2). Epilogue: f32 -> bf16 into
 // double-buffered 128B-swizzled 64 x 64 boxes in shared memory, TMA stores that overlap
@@ -210,6 +211,10 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
     int mt, nt;
     u32 it = 0;
     while (sched.next(mt, nt)) {
+      // One wgmma group per k-block, kept one deep in flight: after issuing block kb, wait
+      // until at most one group is pending (block kb's), i.e. block kb - 1 finished reading
+      // its stage, and release that stage. The tensor pipe never drains between k-blocks.
+      u32 prev_s = 0;
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
         mbar_wait(smem_u32(&sm.full[s]), ph);
@@ -222,11 +227,16 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
           wgmma_m64n256k16_bf16_ss(acc, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
                                    (kb > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
-        wgmma_wait<0>();
+        wgmma_wait<1>();
 #pragma unroll
         for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
-        if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));
+        if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+        prev_s = s;
       }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+      if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
 
       // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
       const int m_row0 = mt * BM + c * 64;
