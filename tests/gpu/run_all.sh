@@ -3,8 +3,8 @@
 # benchmarks, write every record under $OUT (copied back to bench/results/),
 # print a short table last.
 #
-#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,sass,bench,stress,sanitizer
-#                                                   (default: all but stress, sanitizer)
+#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,sass,bench,profile,
+#                                                   stress,sanitizer (default: all but profile, stress, sanitizer)
 #
 # The GPU machine cannot install packages: the pinned Debian -dev packages travel
 # unpacked in .deps/ (tools/fetch_deps.sh) and are found through CMAKE_PREFIX_PATH.
@@ -93,17 +93,47 @@ if has bench; then
   if [ -z "${MOEFORGE_BENCH_BACKENDS:-}" ] && is_sm90; then
     backends="portable sm90 sm90-wide"
   fi
-  for backend in $backends; do
-    for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
-      f="$out/bench-mistral-small-4-$backend-$w.json"
-      env_args=()
-      [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
-      env "${env_args[@]}" "$cli" bench --model mistral-small-4 --backend "${backend%-wide}" --weights "$w" \
-          --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$f" 2> "$logs/bench-$backend-$w.err" |
-          tee "$logs/bench-$backend-$w.txt"
-      note "bench $backend $w rc=${PIPESTATUS[0]}"
+  for model in ${MOEFORGE_BENCH_MODELS:-mistral-small-4}; do
+    for backend in $backends; do
+      for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
+        tag=$model-$backend-$w
+        env_args=()
+        [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
+        env "${env_args[@]}" "$cli" bench --model "$model" --backend "${backend%-wide}" --weights "$w" \
+            --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$out/bench-$tag.json" \
+            2> "$logs/bench-$tag.err" | tee "$logs/bench-$tag.txt"
+        note "bench $tag rc=${PIPESTATUS[0]}"
+      done
     done
   done
+fi
+
+if has profile; then  # ncu, one forward per T of the main job: where the time goes, kernel by kernel
+  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size
+  for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
+    csv="$logs/profile-T$T.csv"
+    ncu --csv --print-units base --metrics "$metrics" -k regex:moe_ "$cli" run --model mistral-small-4 --tokens "$T" \
+        --backend ${MOEFORGE_PROFILE_BACKEND:-auto} > "$csv" 2> "$logs/profile-T$T.err"
+    note "profile T=$T rc=$?"
+    python3 - "$csv" "$T" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+head, data = rows[0], rows[1:]
+ix = {k: head.index(k) for k in ("ID", "Kernel Name", "Metric Name", "Metric Value")}
+k = collections.OrderedDict()
+for r in data:
+    d = k.setdefault(r[ix["ID"]], {"name": r[ix["Kernel Name"]]})
+    d[r[ix["Metric Name"]]] = r[ix["Metric Value"]].replace(",", "")
+total = sum(float(d.get("gpu__time_duration.sum", 0)) for d in k.values())
+print(f"-- T={sys.argv[2]}: {len(k)} kernels, {total / 1e3:.1f} us of kernel time (ncu, serialized)")
+print(f"   {'kernel':<24}{'us':>10}{'share':>8}{'tensor%':>9}{'dram%':>7}{'grid':>8}")
+for d in k.values():
+    t = float(d.get("gpu__time_duration.sum", 0))
+    print(f"   {d['name'][:24]:<24}{t / 1e3:>10.1f}{100 * t / max(total, 1):>7.1f}%"
+          f"{d.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active', '-'):>9}"
+          f"{d.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', '-'):>7}{d.get('launch__grid_size', '-'):>8}")
+PY
+  done 2>&1 | tee "$logs/profile.txt"
 fi
 
 if has stress; then
@@ -146,5 +176,5 @@ if has sanitizer; then  # compute-sanitizer over a reduced GPU suite: one JSON r
 fi
 
 echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}"
-for f in "$logs"/bench-*.txt; do [ -f "$f" ] && cat "$f"; done
+for f in "$logs"/bench-*.txt "$logs"/profile.txt; do [ -f "$f" ] && cat "$f"; done
 tar czf "$out/logs.tgz" -C "$logs" .
