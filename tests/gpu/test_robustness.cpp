@@ -625,7 +625,7 @@ void run_long_prefill(int64_t T) {
   // boundaries of x/out and of T*k*H, and random.
   std::set<int64_t> rows = {0, 1, T - 1, T - 2};
   const portable::TileConfig& cfg = portable::choose_tile(spec, T, &rt::cached_device_info(0));
-  const int64_t tc = portable::plan_chunk(spec, T, cfg).tokens;
+  const int64_t tc = portable::plan_chunk(spec, T, cfg, portable::workspace_budget(rt::cached_device_info(0))).tokens;
   for (int64_t c = tc; c < T && rows.size() < 24; c += tc) rows.insert({c - 1, c});
   for (int64_t elems : {int64_t(1) << 31, int64_t(1) << 32})
     for (int64_t denom : {H, H * spec.topk}) {

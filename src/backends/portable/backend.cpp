@@ -4,7 +4,7 @@
 // forward() per call (everything stream-ordered on call.stream, no host sync unless the
 // caller passed precomputed ids and the stream is not capturing):
 //   workspace = cuMemAllocAsync (one block, carved), freed by cuMemFreeAsync at the end
-//   for each chunk of tokens (chunks bound the workspace; ~4 GiB):
+//   for each chunk of tokens (chunks bound the workspace: 1/16 of the device's memory, 1-16 GiB):
 //     route | validate_ids  -> ids [Tc, k] i32 (+ weights)
 //     permute               -> counts, padded segment offsets, tile list, row maps
 //     gemm1                 -> h [rows, I] bf16 (gated activation fused; x rows gathered by token)
@@ -48,13 +48,12 @@ std::string spec_unsupported(const MoeSpec& spec) {
   return "";
 }
 
-ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_bytes) {
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_bytes, int64_t budget) {
   const int64_t k = spec.topk, S = spec.num_shared_experts;
   const int64_t e_total = spec.num_experts + S;
-  constexpr int64_t kBudget = int64_t(4) << 30;  // per call in flight; T = 36308 fits one chunk
   const int64_t fixed = e_total * (bm - 1) * row_bytes;
   const int64_t per_token = (k + S) * row_bytes + k * 12;
-  int64_t tc = std::max<int64_t>(4096, (kBudget - fixed) / per_token);
+  int64_t tc = std::max<int64_t>(4096, (budget - fixed) / per_token);
   tc = std::min<int64_t>(tc, (int64_t(1) << 30) / (k + S));  // rows stay far below 2^31
   ChunkPlan p;
   p.tokens = std::min(tokens, tc);
@@ -63,11 +62,15 @@ ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_by
   return p;
 }
 
-ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c) {
-  return plan_chunk(spec, tokens, c.bm, spec.intermediate * 2 + spec.hidden * 4 + 8);
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c, int64_t budget) {
+  return plan_chunk(spec, tokens, c.bm, spec.intermediate * 2 + spec.hidden * 4 + 8, budget);
 }
 
-int64_t wide_row_bytes(const MoeSpec& spec) { return spec.hidden * 2 * 2 + spec.intermediate * 2 + 4 + 8; }
+int64_t workspace_budget(const rt::DeviceInfo& device) {
+  return std::clamp<int64_t>(device.total_mem / 16, int64_t(1) << 30, int64_t(16) << 30);
+}
+
+int64_t wide_row_bytes(const MoeSpec& spec) { return spec.hidden * 2 + spec.intermediate * 2 + 4 + 8; }
 
 namespace {
 
@@ -283,7 +286,9 @@ void PortableLayer::forward(const ForwardCall& call) const {
   if (!g1 || !g2) throw InternalError("portable: chosen tile config was not loaded");
   const unsigned gsmem = unsigned(gemm_smem_bytes(cfg, spec_.weight_format));
   const int bm = wide ? wide_->bm() : cfg.bm;
-  const ChunkPlan plan = wide ? plan_chunk(spec_, T, bm, wide_row_bytes(spec_)) : plan_chunk(spec_, T, cfg);
+  const int64_t budget = workspace_budget(info_);
+  const ChunkPlan plan =
+      wide ? plan_chunk(spec_, T, bm, wide_row_bytes(spec_), budget) : plan_chunk(spec_, T, cfg, budget);
   const int64_t tc = plan.tokens;
   const int64_t max_chunks = (tc * k + kPermuteChunk - 1) / kPermuteChunk;
   if (plan.tile_bound > info_.max_grid_x || (2 * I + cfg.bn - 1) / cfg.bn > info_.max_grid_y ||
@@ -297,8 +302,8 @@ void PortableLayer::forward(const ForwardCall& call) const {
                o_bad = cv.take(8), o_tiles = cv.take(size_t(plan.tile_bound * 4)),
                o_rtok = cv.take(size_t(plan.rows_bound * 4)), o_rw = cv.take(size_t(plan.rows_bound * 4)),
                o_h = cv.take(size_t(plan.rows_bound * I * 2)),
+               // wide: y (bf16) reuses the gathered x, dead once GEMM 1 has run (stream order)
                o_y = cv.take(size_t(plan.rows_bound * H * (wide ? 2 : 4))),
-               o_xg = wide ? cv.take(size_t(plan.rows_bound * H * 2)) : 0,
                o_scale = wide ? cv.take(size_t(plan.rows_bound * 4)) : 0;
   Workspace ws(cv.used, stream);
   const CUdeviceptr b = ws.base();
@@ -337,7 +342,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
     const CUdeviceptr xa = xp + CUdeviceptr(t0 * H * 2);
     if (wide) {
       wide_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,
-                  .row_token = rtok, .row_weight = rw, .xg = b + o_xg, .scale = b + o_scale, .h = hbuf, .y = ybuf,
+                  .row_token = rtok, .row_weight = rw, .xg = ybuf, .scale = b + o_scale, .h = hbuf, .y = ybuf,
                   .rows_bound = plan.rows_bound, .tile_bound = plan.tile_bound, .stream = stream});
     } else {
       rt::launch_with(*g1, {u32_of(plan.tile_bound), u32_of((2 * I + cfg.bn - 1) / cfg.bn)}, {unsigned(cfg.threads())}, gsmem,

@@ -96,10 +96,15 @@ struct ChunkPlan {
   int64_t rows_bound = 0;   // padded rows upper bound
   int64_t tile_bound = 0;   // M tiles upper bound
 };
+// Workspace bytes one call may use: 1/16 of the device's memory, clamped to [1, 16] GiB.
+int64_t workspace_budget(const rt::DeviceInfo& device);
+constexpr int64_t kDefaultWorkspaceBudget = int64_t(4) << 30;  // planning without a device
 // row_bytes: workspace bytes per padded row (the GEMM intermediates and the row maps).
-ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_bytes);
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_bytes,
+                     int64_t budget = kDefaultWorkspaceBudget);
 // The portable GEMMs' chunk: h bf16 + y f32 + row maps per row.
-ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c);
+ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c,
+                     int64_t budget = kDefaultWorkspaceBudget);
 
 // ---- wide GEMMs: another kernel family's GEMM pair inside this pipeline ----
 // The sm90 backend (src/backends/sm90/) is this layer with its TMA/wgmma GEMMs plugged in
@@ -110,6 +115,7 @@ struct LayerWeights {  // the prepared layout of layout.cpp, experts 0..E+S-1, o
 };
 // One chunk's buffers (call workspace, except x): permute outputs for segments padded to
 // bm(), and what the GEMM pair writes: y [rows, H] bf16, its rows scaled by the routing weight.
+// y and xg are the same buffer: the gathered x is dead once GEMM 1 has run.
 struct WideChunk {
   CUdeviceptr x = 0;  // [n, H] bf16
   CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_token = 0, row_weight = 0;
@@ -124,7 +130,7 @@ class WideGemms {
   virtual bool wants(int64_t tokens) const = 0;        // the planner: this call's T
   virtual void run(const WideChunk& chunk) const = 0;  // gather, GEMM 1, GEMM 2
 };
-// Workspace bytes per padded row on the wide path: xg, h, y (bf16), scale, row maps.
+// Workspace bytes per padded row on the wide path: xg (= y), h, scale, row maps.
 int64_t wide_row_bytes(const MoeSpec& spec);
 using WideGemmsFactory = std::function<std::unique_ptr<WideGemms>(const LayerWeights&)>;
 // The portable layer; with `wide`, called once after the weights are on the device.

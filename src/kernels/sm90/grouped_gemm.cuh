@@ -8,8 +8,8 @@
 // A [rows, K] bf16: GEMM 1 reads x gathered into expert order (sm90/gather.cuh), GEMM 2 reads
 // h. Segments are padded to BM = 128 rows; tile m covers rows [128 m, 128 m + 128) of expert
 // tile_expert[m]; *num_tiles m-tiles exist this call (read on the device: no host sync).
-// Padding rows of A are zeros (the gather writes them), so padding rows of h are
-// act(0, 0) = 0 and padding rows of y are 0 * anything = scale 0; nothing reads them anyway.
+// Padding rows of A hold whatever the workspace held (sm90/gather.cuh): each output row
+// depends on its own A row only and nothing reads padding rows of h or y.
 //
 // Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp):
 // [E_TOTAL * N, KP] bf16, K padded with zeros to KP (a multiple of 32); GEMM 1's W13 rows
