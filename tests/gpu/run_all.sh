@@ -143,11 +143,11 @@ if has stress; then
 fi
 
 if has sanitizer; then  # compute-sanitizer over a reduced GPU suite: one JSON record, logs into logs.tgz
-  # Small cases only (racecheck on the GEMM is slow): two presets at T <= 64, decode-sized
-  # graph replays, precomputed ids. Each tool is bounded (MOEFORGE_SANITIZER_SECONDS, default
+  # Small cases only (racecheck on the GEMM is slow): two presets at T <= 64 on the portable
+  # and the sm90 backends, decode-sized graph replays, precomputed ids. Each tool is bounded (MOEFORGE_SANITIZER_SECONDS, default
   # 110 s: the device runs at most 10 minutes per command, so run this stage on its own:
   # run_all.sh <commit> build,sanitizer). A run cut short is recorded as "complete": false.
-  san_filter=${MOEFORGE_SANITIZER_FILTER:-'All/PortableLayerMatrix.MatchesReference/mistral_small_4_*_T7:All/PortableLayerMatrix.MatchesReference/deepseek_v3_bf16_T64:PortableLayer.PrecomputedIdsEqualRoutedForward:Decode/RobustGraph.*/T1_*:RobustHostile.ZeroAndOneTokenWithPrecomputedIds'}
+  san_filter=${MOEFORGE_SANITIZER_FILTER:-'All/PortableLayerMatrix.MatchesReference/mistral_small_4_*_T7:All/PortableLayerMatrix.MatchesReference/deepseek_v3_bf16_T64:PortableLayer.PrecomputedIdsEqualRoutedForward:Decode/RobustGraph.*/T1_*:RobustHostile.ZeroAndOneTokenWithPrecomputedIds:All/Sm90LayerMatrix.MatchesReference/mistral_small_4_bf16_T7:All/Sm90LayerMatrix.MatchesReference/deepseek_v3_bf16_T64'}
   san_json="" san_total=0 san_incomplete=0
   for tool in memcheck racecheck initcheck synccheck; do
     t0=$(date +%s)
