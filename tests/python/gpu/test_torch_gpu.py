@@ -177,7 +177,7 @@ def test_fused_experts_vs_plain_pytorch():
 def test_readme_example():
     import moeforge, torch  # noqa: E401,F811
     spec = moeforge.MoeSpec(num_experts=8, hidden=256, intermediate=128, topk=2)
-    layer = moeforge.MoeLayer(spec, seed=0)  # "auto": the fastest backend that passes its self-test here
+    layer = moeforge.MoeLayer(spec, seed=0)  # "auto": the preferred backend whose self-test passes here
     x, logits = torch.randn(4, 256, dtype=torch.bfloat16, device="cuda"), torch.randn(4, 8, device="cuda")
     y = layer(x, logits)
     print(layer.backend, y.shape, y.dtype)
