@@ -34,6 +34,14 @@ int gemm_smem_bytes(const TileConfig& c, WeightFormat f) {
   }
 }
 
+int activation_code(const MoeSpec& spec) {
+  switch (spec.activation.kind) {
+    case ActivationKind::SwiGLU: return 0;
+    case ActivationKind::GeGLU: return 1;
+    default: return 2;
+  }
+}
+
 const TileConfig& choose_tile(const MoeSpec& spec, int64_t tokens, const rt::DeviceInfo* device) {
   // Average rows per routed expert; below ~48 the 128-row tile is mostly padding.
   const double rows_per_expert = double(tokens) * spec.topk / double(spec.num_experts);
@@ -48,9 +56,6 @@ const TileConfig& choose_tile(const MoeSpec& spec, int64_t tokens, const rt::Dev
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage, const TileConfig& c) {
   const int64_t H = spec.hidden, I = spec.intermediate;
   const int64_t N = stage == 1 ? 2 * I : H, K = stage == 1 ? H : I;
-  const int act = spec.activation.kind == ActivationKind::SwiGLU ? 0
-                  : spec.activation.kind == ActivationKind::GeGLU ? 1
-                                                                    : 2;
   rt::KernelSpec k;
   k.source = "portable/grouped_gemm.cuh";
   k.entry = "moe_grouped_gemm";
@@ -67,7 +72,7 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage, const TileConfig& c) 
                {"WARPS_N", std::to_string(c.warps_n)},
                {"STAGES", std::to_string(c.stages)},
                {"WFMT", std::to_string(wfmt_code(spec.weight_format))},
-               {"ACT", std::to_string(act)},
+               {"ACT", std::to_string(activation_code(spec))},
                {"ACT_ALPHA", fmt::format("{:.9e}f", spec.activation.alpha)},
                {"ACT_LIMIT", fmt::format("{:.9e}f", spec.activation.limit)},
                {"HAS_BIAS", spec.expert_bias ? "1" : "0"}};

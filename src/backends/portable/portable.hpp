@@ -56,6 +56,8 @@ int gemm_smem_bytes(const TileConfig& c, WeightFormat f);
 const TileConfig& choose_tile(const MoeSpec& spec, int64_t tokens, const rt::DeviceInfo* device);
 
 // ---- kernel specs ----
+// The ACT define of every GEMM-1 kernel: 0 SwiGLU, 1 GeGLU (tanh), 2 clamped SwiGLU.
+int activation_code(const MoeSpec& spec);
 rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits);
 rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids);
 rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry);  // moe_count | moe_scan | moe_scatter

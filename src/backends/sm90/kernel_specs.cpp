@@ -17,15 +17,12 @@ std::string spec_unsupported(const MoeSpec& spec) {
 }
 
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
-  const int act = spec.activation.kind == ActivationKind::SwiGLU ? 0
-                  : spec.activation.kind == ActivationKind::GeGLU ? 1
-                                                                    : 2;
   rt::KernelSpec k;
   k.source = "sm90/grouped_gemm.cuh";
   k.entry = "moe_sm90_gemm";
   k.defines = {{"GEMM_STAGE", std::to_string(stage)}, {"SM90_SMEM_BYTES", std::to_string(kSmemBytes)}};
   if (stage == 1)
-    k.defines.insert(k.defines.end(), {{"ACT", std::to_string(act)},
+    k.defines.insert(k.defines.end(), {{"ACT", std::to_string(portable::activation_code(spec))},
                                        {"ACT_ALPHA", fmt::format("{:.9e}f", spec.activation.alpha)},
                                        {"ACT_LIMIT", fmt::format("{:.9e}f", spec.activation.limit)}});
   k.threads = kThreads;
