@@ -98,11 +98,15 @@ int run(const Options& o) {
   }
 
   rt::KernelCache& cache = rt::default_cache();
-  Progress progress(kernels.size() * targets.size());
+  size_t jobs = 0;  // kernels built only for some targets (sm90) are skipped for the others
+  for (const std::string& t : targets)
+    for (const auto& [id, k] : kernels) jobs += rt::built_for(k, t);
+  Progress progress(jobs);
   size_t done = 0, compiled = 0, cached = 0;
   std::map<std::string, std::pair<size_t, size_t>> per_target;
   for (const std::string& t : targets)
     for (const auto& [id, k] : kernels) {
+      if (!rt::built_for(k, t)) continue;
       progress.update(done, t + " " + k.entry);
       rt::CompileRequest req{k.source, k.entry, k.defines, k.options, t};
       rt::CacheResult r;

@@ -41,6 +41,14 @@ struct KernelSpec {
   int min_blocks_per_sm = 0;
 };
 
+// Whether spec exists for target (its `targets` list is empty or names it).
+inline bool built_for(const KernelSpec& spec, const std::string& target) {
+  if (spec.targets.empty()) return true;
+  for (const std::string& t : spec.targets)
+    if (t == target) return true;
+  return false;
+}
+
 // A compiled, verified function in the device's primary context.
 struct LoadedKernel {
   CUfunction function = nullptr;

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,7 +92,7 @@ LoadedKernel load_verified(int device, const DeviceInfo& info, std::string_view 
 
 std::string budget_violation(const KernelSpec& s, const DeviceInfo& dev) {
   std::vector<std::string> why;
-  if (!s.targets.empty() && std::find(s.targets.begin(), s.targets.end(), dev.target) == s.targets.end())
+  if (!built_for(s, dev.target))
     why.push_back(fmt::format("{} is built only for {}, not {}", s.entry, fmt::join(s.targets, ", "), dev.target));
   if (s.threads > dev.max_threads_per_block)
     why.push_back(fmt::format("threads {} > {}, the maximum per block", s.threads, dev.max_threads_per_block));
