@@ -27,8 +27,8 @@ inline uint64_t run_seed() {
 }
 
 // The backend the robustness suite runs: $MOEFORGE_TEST_BACKEND, else "portable".
-// run_all.sh runs that suite once per GPU backend (sm90 with MOEFORGE_SM90_CROSSOVER=0,
-// so that its own GEMMs serve every batch size).
+// run_all.sh runs that suite once per GPU backend, sm90 twice (MOEFORGE_SM90_CROSSOVER=0:
+// its wide GEMMs at every batch size; =1e9: its decode GEMMs at every batch size).
 inline const std::string& test_backend() {
   static const std::string b = [] {
     const char* s = std::getenv("MOEFORGE_TEST_BACKEND");

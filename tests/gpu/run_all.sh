@@ -56,15 +56,18 @@ fi
 
 if has tests; then
   # Pass 1: the whole suite as a user gets it (auto / explicit backends, the tuned planner).
-  # Pass 2 (sm_90a only): the sm90 matrix and the robustness suite on the sm90 backend with
-  # its TMA/wgmma GEMMs forced for every batch size (MOEFORGE_SM90_CROSSOVER=0).
-  for pass in default sm90-wide; do
+  # Passes 2 and 3 (sm_90a only): the sm90 matrix and the robustness suite on the sm90 backend
+  # with one of its GEMM pairs forced for every batch size: the wide ones
+  # (MOEFORGE_SM90_CROSSOVER=0), then the decode ones (MOEFORGE_SM90_CROSSOVER=1e9).
+  for pass in ${MOEFORGE_TEST_PASSES:-default sm90-wide sm90-decode}; do
     if [ $pass = default ]; then
       env_args=() filter=${MOEFORGE_GPU_FILTER:-} json="$out/gpu-tests.json"
     else
       is_sm90 || continue
-      env_args=(MOEFORGE_TEST_BACKEND=sm90 MOEFORGE_SM90_CROSSOVER=0)
-      filter=${MOEFORGE_GPU_FILTER_WIDE:-'*Sm90*:*Robust*'} json="$out/gpu-tests-sm90-wide.json"
+      crossover=0
+      [ $pass = sm90-decode ] && crossover=1e9
+      env_args=(MOEFORGE_TEST_BACKEND=sm90 MOEFORGE_SM90_CROSSOVER=$crossover)
+      filter=${MOEFORGE_GPU_FILTER_SM90:-'*Sm90*:*Robust*'} json="$out/gpu-tests-$pass.json"
     fi
     t0=$(date +%s)
     env "${env_args[@]}" "$build/tests/moeforge_gpu_tests" --json "$json" ${filter:+--gtest_filter=$filter} \
@@ -87,11 +90,12 @@ if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs 
 fi
 
 if has bench; then
-  # Backends: the portable one, and on sm_90a the sm90 one twice: with its tuned planner and
-  # with its TMA/wgmma GEMMs forced at every T ("sm90-wide"), which measures the crossover.
+  # Backends: the portable one, and on sm_90a the sm90 one three times: with its tuned
+  # planner, and with its wide or its decode GEMMs forced at every T ("sm90-wide",
+  # "sm90-decode"), which measures the crossover.
   backends=${MOEFORGE_BENCH_BACKENDS:-portable}
   if [ -z "${MOEFORGE_BENCH_BACKENDS:-}" ] && is_sm90; then
-    backends="portable sm90 sm90-wide"
+    backends="portable sm90 sm90-wide sm90-decode"
   fi
   for model in ${MOEFORGE_BENCH_MODELS:-mistral-small-4}; do
     for backend in $backends; do
@@ -99,7 +103,8 @@ if has bench; then
         tag=$model-$backend-$w
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
-        env "${env_args[@]}" "$cli" bench --model "$model" --backend "${backend%-wide}" --weights "$w" \
+        [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
+        env "${env_args[@]}" "$cli" bench --model "$model" --backend "${backend%-*}" --weights "$w" \
             --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$out/bench-$tag.json" \
             2> "$logs/bench-$tag.err" | tee "$logs/bench-$tag.txt"
         note "bench $tag rc=${PIPESTATUS[0]}"

@@ -343,7 +343,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
     if (wide) {
       wide_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,
                   .row_token = rtok, .row_weight = rw, .xg = ybuf, .scale = b + o_scale, .h = hbuf, .y = ybuf,
-                  .rows_bound = plan.rows_bound, .tile_bound = plan.tile_bound, .stream = stream});
+                  .tokens = n, .rows_bound = plan.rows_bound, .tile_bound = plan.tile_bound, .stream = stream});
     } else {
       rt::launch_with(*g1, {u32_of(plan.tile_bound), u32_of((2 * I + cfg.bn - 1) / cfg.bn)}, {unsigned(cfg.threads())}, gsmem,
              stream, "gemm1", xa, w13_.ptr(), w13s_.ptr(), g13_.ptr(), spec_.expert_bias ? b13_.ptr() : null, seg,

@@ -122,7 +122,7 @@ struct WideChunk {
   CUdeviceptr x = 0;  // [n, H] bf16
   CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_token = 0, row_weight = 0;
   CUdeviceptr xg = 0, scale = 0, h = 0, y = 0;  // [rows, H] bf16, [rows] f32, [rows, I] bf16, [rows, H] bf16
-  int64_t rows_bound = 0, tile_bound = 0;
+  int64_t tokens = 0, rows_bound = 0, tile_bound = 0;  // tokens: this chunk's
   CUstream stream = nullptr;
 };
 class WideGemms {

@@ -1,9 +1,11 @@
-// The sm90 backend: the portable pipeline (weights, routing, permutation, combine) with the
-// Hopper TMA + wgmma GEMMs for the calls the planner gives them (plan.cpp). Per wide chunk,
-// all stream-ordered, no host synchronization (CUDA-graph capturable):
+// The sm90 backend: the portable pipeline (weights, routing, permutation, combine) with
+// Hopper TMA + wgmma GEMMs for every batch size. Per chunk, all stream-ordered, no host
+// synchronization (CUDA-graph capturable):
 //   gather  (stage "permute") x rows into expert order + per-row epilogue scale
-//   gemm1   h = act(xg W13^T)      persistent, TMA/wgmma, activation fused
-//   gemm2   y = scale * (h W2^T)   persistent, TMA/wgmma, routing weight fused, bf16
+//   gemm1   h = act(xg W13^T)      activation fused
+//   gemm2   y = scale * (h W2^T)   routing weight fused, bf16
+// with, per the planner (plan.cpp), either the wide GEMMs (grouped_gemm.cuh: persistent,
+// 128 x 256 tiles) or the decode GEMMs (decode_gemm.cuh: weights streamed once per 16-64 tokens).
 // Tensor maps: the weights' at prepare (once), the workspace's per chunk (host encode, by
 // value into the launch); see tensor_map.cpp.
 #include <fmt/format.h>
@@ -30,21 +32,49 @@ class Sm90Gemms final : public portable::WideGemms {
     gather_ = &rt::load_kernel(device, gather_kernel(spec));
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
+    for (int i = 0; i < 3; ++i)
+      for (int stage : {1, 2}) decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
     w13_map_ = encode_bf16_2d(w.w13, kp13, et * 2 * I, kp13 * 2, kBN, "w13");
     w2_map_ = encode_bf16_2d(w.w2, kp2, et * H, kp2 * 2, kBN, "w2");
+    w13_rows_map_ = encode_bf16_2d(w.w13, kp13, et * 2 * I, kp13 * 2, kDecodeRows, "w13");
+    w2_rows_map_ = encode_bf16_2d(w.w2, kp2, et * H, kp2 * 2, kDecodeRows, "w2");
   }
 
   int bm() const override { return kBM; }
-  bool wants(int64_t tokens) const override { return use_wide(spec_, tokens); }
+  bool wants(int64_t tokens) const override { return true; }  // every T: decode or wide (plan.cpp)
 
   void run(const portable::WideChunk& c) const override {
-    const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
-    const int tile_bound = int(c.tile_bound);
     rt::launch_with(*gather_, {unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
                     c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
+    const Plan p = plan(spec_, c.tokens);
+    if (p.wide) run_wide(c);
+    else run_decode(c, p.bt);
+  }
+
+ private:
+  void run_decode(const portable::WideChunk& c, int bt) const {
+    const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
+    int ti = 0;
+    while (kDecodeTiles[ti] != bt) ++ti;
+    const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, uint32_t(bt), "gathered x");
+    const CUtensorMap h = encode_bf16_2d(c.h, I, rows, I * 2, uint32_t(bt), "h");
+    const unsigned experts = unsigned(spec_.num_experts + spec_.num_shared_experts);
+    const unsigned smem = unsigned(decode_smem_bytes(bt));
+    const CUdeviceptr no_scale = 0;
+    rt::launch_with(*decode_[ti][0], {unsigned(ceil_div(int64_t(2 * I), kDecodeRows)), experts}, {unsigned(kThreads)},
+                    smem, c.stream, "gemm1", w13_rows_map_, xg, c.counts, c.seg_off, no_scale, c.h, int(2 * I),
+                    int(ceil_div(int64_t(H), kBK)));
+    rt::launch_with(*decode_[ti][1], {unsigned(ceil_div(int64_t(H), kDecodeRows)), experts}, {unsigned(kThreads)}, smem,
+                    c.stream, "gemm2", w2_rows_map_, h, c.counts, c.seg_off, c.scale, c.y, int(H),
+                    int(ceil_div(int64_t(I), kBK)));
+  }
+
+  void run_wide(const portable::WideChunk& c) const {
+    const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
+    const int tile_bound = int(c.tile_bound);
 
     const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, kBM, "gathered x");
     const CUtensorMap h_in = encode_bf16_2d(c.h, I, rows, I * 2, kBM, "h");
@@ -60,7 +90,6 @@ class Sm90Gemms final : public portable::WideGemms {
                     h_in, w2_map_, y_out, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H), kb2);
   }
 
- private:
   // Persistent: one CTA per SM at most (the tile count is only known on the device).
   unsigned grid(int tile_bound, int n_tiles) const {
     return unsigned(std::max<int64_t>(1, std::min<int64_t>(sm_count_, int64_t(tile_bound) * n_tiles)));
@@ -69,7 +98,9 @@ class Sm90Gemms final : public portable::WideGemms {
   MoeSpec spec_;
   int sm_count_ = 0;
   const rt::LoadedKernel *gather_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
-  CUtensorMap w13_map_{}, w2_map_{};
+  const rt::LoadedKernel* decode_[3][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
+  CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide)
+  CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode)
 };
 
 class Sm90Backend final : public Backend {
@@ -85,7 +116,7 @@ class Sm90Backend final : public Backend {
                          kTarget);
     if (std::string r = spec_unsupported(spec); !r.empty()) return r;
     if (std::string r = portable_backend().why_not(spec, device); !r.empty()) return "portable pipeline: " + r;
-    for (const rt::KernelSpec& k : {gather_kernel(spec), gemm_kernel(spec, 1), gemm_kernel(spec, 2)})
+    for (const rt::KernelSpec& k : all_kernels(spec))
       if (std::string v = rt::budget_violation(k, *device); !v.empty()) return v;
     return "";
   }
@@ -106,9 +137,10 @@ class Sm90Backend final : public Backend {
   }
 
   std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {
-    // 37: the portable GEMMs' side of the planner; the second: the wide GEMMs' side.
-    const double rows = std::max(crossover_rows(test_spec), 1.0) + 17.0;
-    return {37, int64_t(rows * test_spec.num_experts / test_spec.topk) | 1};
+    // 37 (decode unless the crossover is below 9.25 rows per expert at k = 4, E = 16) and a
+    // size past the crossover (wide), capped where a forced crossover would make it huge.
+    const double rows = crossover_rows(test_spec) + 17.0;
+    return {37, std::min<int64_t>(4097, int64_t(rows * test_spec.num_experts / test_spec.topk)) | 1};
   }
 };
 

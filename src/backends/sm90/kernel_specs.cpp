@@ -16,15 +16,20 @@ std::string spec_unsupported(const MoeSpec& spec) {
   return "";
 }
 
+namespace {
+void add_activation(const MoeSpec& spec, rt::KernelSpec& k) {
+  k.defines.insert(k.defines.end(), {{"ACT", std::to_string(portable::activation_code(spec))},
+                                     {"ACT_ALPHA", fmt::format("{:.9e}f", spec.activation.alpha)},
+                                     {"ACT_LIMIT", fmt::format("{:.9e}f", spec.activation.limit)}});
+}
+}  // namespace
+
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
   rt::KernelSpec k;
   k.source = "sm90/grouped_gemm.cuh";
   k.entry = "moe_sm90_gemm";
   k.defines = {{"GEMM_STAGE", std::to_string(stage)}, {"SM90_SMEM_BYTES", std::to_string(kSmemBytes)}};
-  if (stage == 1)
-    k.defines.insert(k.defines.end(), {{"ACT", std::to_string(portable::activation_code(spec))},
-                                       {"ACT_ALPHA", fmt::format("{:.9e}f", spec.activation.alpha)},
-                                       {"ACT_LIMIT", fmt::format("{:.9e}f", spec.activation.limit)}});
+  if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
   k.smem_bytes = kSmemBytes;
   k.targets = {kTarget};
@@ -42,12 +47,30 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec) {
   return k;
 }
 
+rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
+  rt::KernelSpec k;
+  k.source = "sm90/decode_gemm.cuh";
+  k.entry = "moe_sm90_decode";
+  k.defines = {{"GEMM_STAGE", std::to_string(stage)},
+               {"BT", std::to_string(bt)},
+               {"GEMM_N_OUT", std::to_string(stage == 1 ? spec.intermediate : spec.hidden)},
+               {"SM90_DECODE_SMEM_BYTES", std::to_string(decode_smem_bytes(bt))}};
+  if (stage == 1) add_activation(spec, k);
+  k.threads = kThreads;
+  k.smem_bytes = decode_smem_bytes(bt);
+  k.min_blocks_per_sm = 2;
+  k.targets = {kTarget};
+  return k;
+}
+
 std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec) {
   std::vector<rt::KernelSpec> out = portable::all_kernels(spec);
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
   out.push_back(gather_kernel(spec));
   out.push_back(gemm_kernel(spec, 1));
   out.push_back(gemm_kernel(spec, 2));
+  for (int bt : kDecodeTiles)
+    for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
   return out;
 }
 

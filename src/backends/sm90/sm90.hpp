@@ -4,6 +4,7 @@
 //
 // File map (kernel source <-> host code):
 //   kernels/sm90/grouped_gemm.cuh, wait.cuh, ptx/   <-> kernel_specs.cpp (specs, limits)
+//   kernels/sm90/decode_gemm.cuh, activation.cuh      <-> kernel_specs.cpp
 //   kernels/sm90/gather.cuh                          <-> kernel_specs.cpp
 //   tensor maps (host encode, once per buffer)       <-> tensor_map.cpp
 //   the planner's crossover table                    <-> plan.cpp
@@ -25,6 +26,11 @@ namespace moeforge::sm90 {
 constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384, kEpiBox = 64;
 constexpr int kSmemBytes = 231424;  // 4 x (16 + 32) KB stages + 2 x 2 x 8 KB boxes + barriers, + 1 KB align
 constexpr int kGatherThreads = 256;
+// Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64.
+constexpr int kDecodeRows = 128, kDecodeStages = 4;
+constexpr int decode_smem_bytes(int bt) {
+  return (kDecodeStages * (kDecodeRows + bt) * kBK * 2 + 64 + 1023) / 1024 * 1024 + 1024;
+}
 inline constexpr const char* kTarget = "sm_90a";
 
 // Spec-only reasons the sm90 GEMMs cannot serve spec ("" if they can).
@@ -32,13 +38,21 @@ std::string spec_unsupported(const MoeSpec& spec);
 
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 rt::KernelSpec gather_kernel(const MoeSpec& spec);
+rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
+inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // This backend's kernels: the portable pipeline's plus gather and the two GEMMs.
 std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
 
 // ---- planner (plan.cpp) ----
-// Average routed rows per expert (T * k / E) from which the wide GEMMs run.
+// Which GEMM pair runs a chunk of `tokens` tokens: the decode (weight-streaming, token tile
+// bt) GEMMs below the crossover in average routed rows per expert (T * k / E), the wide
+// (128 x 256 tile) GEMMs from it on.
+struct Plan {
+  bool wide = true;
+  int bt = 0;  // decode token tile
+};
 double crossover_rows(const MoeSpec& spec);
-bool use_wide(const MoeSpec& spec, int64_t tokens);
+Plan plan(const MoeSpec& spec, int64_t tokens);
 
 // ---- tensor maps (tensor_map.cpp) ----
 // A 2-D bf16 tensor map over [rows, cols] (row stride in bytes), 128-byte swizzle, box

@@ -45,6 +45,9 @@
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
 #include "sm90/wait.cuh"
+#if GEMM_STAGE == 1
+#include "sm90/activation.cuh"
+#endif
 
 namespace sm90 {
 
@@ -56,12 +59,6 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr u32 kStageBytes = (BM + BN) * BK * 2;    // 48 KB per stage
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
 static_assert(BM == 64 * kConsumers, "each consumer warpgroup owns 64 rows");
-
-// A CUtensorMap as the kernel sees it: 128 opaque bytes, 64-byte aligned (cuda.h's layout;
-// NVRTC sources do not include cuda.h).
-struct alignas(64) TensorMap {
-  u64 opaque[16];
-};
 
 // Operand tiles and store boxes on 1024-byte boundaries (the 128B-swizzle atom) so TMA's
 // pattern and the wgmma descriptors (base offset 0) agree.
@@ -102,22 +99,6 @@ __device__ __forceinline__ u32 store_offset(int r0, int q, int g, int t) {
 }
 
 #if GEMM_STAGE == 1
-__device__ __forceinline__ float activate(float g, float u) {
-#if ACT == 0
-  return g * sigmoid_approx(g) * u;
-#elif ACT == 1
-  // 0.5 g (1 + tanh z) == g * sigmoid(2 z): ex2 + rcp keep ~1e-6 relative error where
-  // tanh.approx's ~2^-11 absolute error would cancel in 1 + tanh (dev/sm90/NOTES.md).
-  const float z2 = 2.0f * 0.7978845608028654f * (g + 0.044715f * g * g * g);
-  return g * sigmoid_approx(z2) * u;
-#else
-  const float L = (float)(ACT_LIMIT);
-  g = g > L ? L : g;  // comparisons keep NaN, as the reference does
-  u = u > L ? L : (u < -L ? -L : u);
-  return (u + 1.0f) * (g * sigmoid_approx((float)(ACT_ALPHA) * g));
-#endif
-}
-
 // GEMM 1: 128 outputs per tile from 64 (gate, up) chunk pairs; two boxes per consumer.
 struct Epilogue {
   static constexpr int kBoxes = BN / 2 / kEpiBox;
@@ -266,8 +247,8 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 // tm_a: A [rows, K]; tm_b: W [E_TOTAL * N, KP]; tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H).
 // row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
-    moe_sm90_gemm(const __grid_constant__ sm90::TensorMap tm_a, const __grid_constant__ sm90::TensorMap tm_b,
-                  const __grid_constant__ sm90::TensorMap tm_d, const int* __restrict__ tile_expert,
+    moe_sm90_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_b,
+                  const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
                   const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
                   int n_tiles, int n_per_expert, int k_blocks) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)

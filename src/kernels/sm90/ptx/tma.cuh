@@ -5,6 +5,12 @@
 #pragma once
 #include "sm90/ptx/types.cuh"
 
+// A CUtensorMap as kernels see it: 128 opaque bytes, 64-byte aligned (cuda.h's layout; NVRTC
+// sources do not include cuda.h). Kernels take it as `const __grid_constant__ TensorMap`.
+struct alignas(64) TensorMap {
+  u64 opaque[16];
+};
+
 // prefetch.tensormap [tmap];   (PTX 8.0, sm_90)
 __device__ __forceinline__ void tma_prefetch_desc(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<u64>(tmap)) : "memory");

@@ -1,0 +1,156 @@
+// Hopper decode GEMMs: weight streaming with the operands swapped. When experts see a few
+// tokens each, the 128-row token tile of grouped_gemm.cuh is mostly padding: its tensor
+// work is wasted and, worse, only (experts x N / 256) CTAs pull weights (80 of 132 SMs at
+// T = 1 on Mistral-Small-4). Here the weights are the M side of wgmma and the tokens the N
+// side (D^T = W . X^T): a CTA owns 128 weight rows of one expert and streams them once per
+// BT tokens, for every token of that expert:
+//
+//   GEMM_STAGE 1:  h[row, f] = act(gate, up)           (rows of expert e, f < I)
+//   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e][n])
+//
+// grid = (N / 128 weight tiles, E_TOTAL experts), block = 384: warpgroup 0 is the producer
+// (one thread issues TMA: the 128 x 64 weight tile and the BT x 64 token tile of each
+// k-block into a 4-stage ring), warpgroups 1 and 2 each own 64 of the 128 weight rows: one
+// m64nBTk16 wgmma per k16 step (A = weights, B = tokens, both K-major 128B-swizzled smem, the
+// descriptors of grouped_gemm.cuh), one group in flight. Two CTAs per SM (96 KB of smem each
+// at BT = 64), so 384 KB of weights are in flight per SM. An expert with more than BT tokens
+// loops over token chunks, re-streaming its weights (the planner keeps that rare: BT >= 2x
+// the average rows per expert; past its crossover the 128-row-tile kernels run).
+//
+// Epilogue straight from registers (the outputs are small): in the m64nBT fragment a thread
+// holds weight rows r and r + 8 for tokens 2t, 2t + 1 of each n8 chunk. With W13's
+// block-of-8 interleave (8 gate rows, then their 8 up rows) rows r and r + 8 of a 16-row
+// group are the gate and up of one feature, so GEMM 1's activation pairs d[4i] with d[4i+2]
+// and d[4i+1] with d[4i+3] in the same thread. Rows past the expert's count and features /
+// outputs past N are not stored.
+//
+// Inputs: x rows in expert order (sm90/gather.cuh) or h, segments from the portable permute
+// (seg_off, counts); weights in the portable prepared layout (src/backends/portable/layout.cpp).
+// Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), ACT,
+// ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked).
+#pragma once
+#include "common/convert.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/tma.cuh"
+#include "sm90/ptx/warpgroup.cuh"
+#include "sm90/ptx/wgmma.cuh"
+#include "sm90/wait.cuh"
+#if GEMM_STAGE == 1
+#include "sm90/activation.cuh"
+#endif
+
+namespace sm90dec {
+
+constexpr int WM = 128, BK = 64, STAGES = 4, kConsumers = 2, kThreads = 128 * (1 + kConsumers);
+constexpr u32 kStageBytes = (WM + BT) * BK * 2;
+static_assert(BT == 16 || BT == 32 || BT == 64, "token tile");
+
+struct Smem {
+  alignas(1024) u16 w[STAGES][WM * BK];  // 16 KB per stage
+  alignas(1024) u16 x[STAGES][BT * BK];  // BT x 128 B per stage (a multiple of the 1024-B atom)
+  alignas(8) u64 full[STAGES];
+  u64 empty[STAGES];
+};
+static_assert(BT * BK * 2 % 1024 == 0, "token tiles keep the 1024-byte swizzle alignment");
+constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
+static_assert(kSmemBytes == SM90_DECODE_SMEM_BYTES, "the host's decode smem size must match");
+
+}  // namespace sm90dec
+
+extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
+    moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_x,
+                    const int* __restrict__ counts, const i64* __restrict__ seg_off,
+                    const float* __restrict__ row_scale, u16* __restrict__ out, int n_per_expert, int k_blocks) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "sm90/decode_gemm.cuh must be compiled for sm_90a"
+#endif
+  using namespace sm90dec;
+  const int e = blockIdx.y, nt = blockIdx.x;
+  const int count = counts[e];
+  if (count == 0) return;  // block-uniform: no barrier was touched
+  const i64 seg = seg_off[e];
+  const int chunks = (count + BT - 1) / BT;
+
+  extern __shared__ unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_u32(&sm.full[s]), 1);
+      mbar_init(smem_u32(&sm.empty[s]), 4 * kConsumers);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
+  if (wg == 0) {
+    // ================= producer
+    if (tid == 0) {
+      tma_prefetch_desc(&tm_w);
+      tma_prefetch_desc(&tm_x);
+      u32 it = 0;
+      for (int c = 0; c < chunks; ++c)
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
+          const u32 full = smem_u32(&sm.full[s]);
+          mbar_arrive_expect_tx(full, kStageBytes);
+          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * BK, w_row, full);
+          tma_load_2d(smem_u32(sm.x[s]), &tm_x, kb * BK, (int)(seg + (i64)c * BT), full);
+        }
+    }
+    return;
+  }
+
+  // ================= consumers: weight rows cw*64 .. cw*64+63 of the tile
+  const int cw = wg - 1;
+  const int g = lane >> 2, t = lane & 3;
+  float acc[BT / 2];
+  u32 it = 0;
+  for (int c = 0; c < chunks; ++c) {
+    u32 prev_s = 0;
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+      wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s]);
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)
+        wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
+                                  (kb > 0 || kk > 0) ? 1u : 0u);
+      wgmma_commit();
+      wgmma_wait<1>();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+      prev_s = s;
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+    if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+
+    // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
+    const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
+#pragma unroll
+    for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int tok = c * BT + i * 8 + 2 * t + j;
+        if (tok >= count) continue;
+        const i64 row = seg + tok;
+#if GEMM_STAGE == 1
+        const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
+        if (f < GEMM_N_OUT) out[row * GEMM_N_OUT + f] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
+#else
+        const float sc = row_scale[row];
+        if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);
+        if (r0 + 8 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0 + 8] = f32_to_bf16(acc[4 * i + 2 + j] * sc);
+#endif
+      }
+  }
+}
