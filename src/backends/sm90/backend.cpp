@@ -137,10 +137,13 @@ class Sm90Backend final : public Backend {
   }
 
   std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {
-    // 37 (decode unless the crossover is below 9.25 rows per expert at k = 4, E = 16) and a
-    // size past the crossover (wide), capped where a forced crossover would make it huge.
-    const double rows = crossover_rows(test_spec) + 17.0;
-    return {37, std::min<int64_t>(4097, int64_t(rows * test_spec.num_experts / test_spec.topk)) | 1};
+    // A size on each side of the planner's crossover (c rows per expert): about c / 2 rows
+    // per expert (decode; odd, at most 37) and c + 17 (wide; at most 4097), the first timed.
+    const double c = crossover_rows(test_spec), per_row = double(test_spec.num_experts) / test_spec.topk;
+    std::vector<int64_t> t;
+    if (c > 0) t.push_back(std::min<int64_t>(37, std::max<int64_t>(1, int64_t(c / 2 * per_row)) | 1));
+    t.push_back(std::min<int64_t>(4097, int64_t((c + 17) * per_row)) | 1);
+    return t;
   }
 };
 

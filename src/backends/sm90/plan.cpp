@@ -13,12 +13,14 @@ namespace moeforge::sm90 {
 
 namespace {
 // Average routed rows per expert (T * k / E) from which the wide GEMMs run, bf16 weights.
-// History: at 4e57f60 the wide GEMMs beat the portable ones at every T on the H200
-// (bench/results/2026-11-30-4e57f60-bench-mistral-small-4-sm90-wide-bf16.json: T = 1 137.9
-// vs 178.6 us, T = 128 1784 vs 2655 us). The decode GEMMs are not measured yet: until they
-// are, the table keeps the measured winner (wide everywhere) and the decode kernels run only
-// where MOEFORGE_SM90_CROSSOVER asks for them (tests, bench).
-constexpr double kCrossoverRowsBf16 = 0.0;
+// Measured on the H200 at 85da7ee, Mistral-Small-4, both forced in one run
+// (bench/results/2026-11-30-85da7ee-bench-mistral-small-4-sm90-{decode,wide}-bf16.json), us:
+//   T (rows/expert)   1 (0.03)  8 (0.25)  32 (1)   128 (4)   512 (16)
+//   decode             117.5     418.8     995.7   1849.9    2189.7
+//   wide               119.2     464.5    1083.4   1733.7    1773.1
+// so the decode GEMMs win up to 1 row per expert and lose from 4: crossover 2.
+// (At 4e57f60 the wide GEMMs had beaten the portable ones at every T.)
+constexpr double kCrossoverRowsBf16 = 2.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {

@@ -1,0 +1,97 @@
+// The sm90 backend's host side without a GPU: what it serves, its planner, its resource
+// budgets against an H100/H200-sized device and a non-Hopper one, and its self-test sizes.
+// (Its kernels compile for sm_90a in RuntimeCompile.EveryKernelForEveryTarget; they run in
+// the GPU suite, tests/gpu/test_layer.cpp.)
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/selftest.hpp"
+#include "backends/sm90/sm90.hpp"
+#include "moeforge/spec.hpp"
+#include "runtime/device.hpp"
+#include "runtime/jit.hpp"
+
+namespace moeforge {
+namespace {
+
+rt::DeviceInfo hopper() {  // the limits an H200 reports (tests/gpu record the real ones)
+  rt::DeviceInfo d;
+  d.name = "H200-like";
+  d.cc_major = 9;
+  d.target = "sm_90a";
+  d.sm_count = 132;
+  d.smem_optin_per_block = 232448;
+  d.smem_per_sm = 233472;
+  d.regs_per_block = d.regs_per_sm = 65536;
+  d.max_threads_per_block = 1024;
+  d.max_grid_x = 2147483647;
+  d.max_grid_y = d.max_grid_z = 65535;
+  d.total_mem = int64_t(141) << 30;
+  return d;
+}
+
+TEST(Sm90Backend, ServesBf16WithoutBiasAndSaysWhyNotOtherwise) {
+  const Backend& b = sm90_backend();
+  EXPECT_EQ(b.name(), "sm90");
+  EXPECT_GT(b.priority(), portable_backend().priority());
+  EXPECT_EQ(b.why_not(presets::get("mistral-small-4"), nullptr), "no CUDA device");
+  const rt::DeviceInfo h = hopper();
+  for (const char* p : {"mistral-small-4", "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b"})
+    EXPECT_EQ(b.why_not(presets::get(p), &h), "") << p;
+  EXPECT_NE(b.why_not(presets::get("gpt-oss-120b"), &h).find("bias"), std::string::npos);
+  MoeSpec fp8 = presets::get("mistral-small-4");
+  fp8.weight_format = WeightFormat::FP8_Block128;
+  EXPECT_NE(b.why_not(fp8, &h).find("fp8"), std::string::npos);
+  rt::DeviceInfo ada = h;
+  ada.cc_major = 8;
+  ada.cc_minor = 9;
+  ada.target = "sm_89";
+  EXPECT_NE(b.why_not(presets::get("mistral-small-4"), &ada).find("sm_90a"), std::string::npos);
+}
+
+TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
+  const rt::DeviceInfo h = hopper();
+  const MoeSpec s = presets::get("deepseek-v3");
+  int sm90_only = 0, decode = 0;
+  for (const rt::KernelSpec& k : sm90_backend().kernels(s)) {
+    EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
+    if (!k.targets.empty()) {
+      ++sm90_only;
+      EXPECT_TRUE(rt::built_for(k, "sm_90a"));
+      EXPECT_FALSE(rt::built_for(k, "sm_100a"));
+    }
+    decode += k.entry == "moe_sm90_decode";
+  }
+  EXPECT_EQ(sm90_only, 2 + 6);  // wide GEMM 1 and 2; decode GEMM 1 and 2 for 3 token tiles
+  EXPECT_EQ(decode, 6);
+  // Two decode CTAs per SM at every token tile (the streaming depth the kernel assumes).
+  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt) + 1024), h.smem_per_sm) << bt;
+  EXPECT_EQ(sm90::decode_smem_bytes(64), 100352);
+}
+
+TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
+  const MoeSpec s = presets::get("mistral-small-4");
+  const double c = sm90::crossover_rows(s);
+  for (int64_t T : {1, 8, 32, 64, 128, 512, 2048, 36308}) {
+    const double rows = double(T) * s.topk / s.num_experts;
+    const sm90::Plan p = sm90::plan(s, T);
+    EXPECT_EQ(p.wide, rows >= c) << T;
+    if (!p.wide) {
+      EXPECT_GE(p.bt, 16) << T;
+      EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;  // twice the average fits, unless at the cap
+    }
+  }
+  const MoeSpec ts = self_test_spec(s);
+  bool saw_wide = false, saw_decode = c <= 0;
+  for (int64_t T : sm90_backend().self_test_tokens(ts)) {
+    EXPECT_EQ(T % 2, 1) << "odd sizes: partial tiles everywhere";
+    (sm90::plan(ts, T).wide ? saw_wide : saw_decode) = true;
+  }
+  EXPECT_TRUE(saw_wide);
+  EXPECT_TRUE(saw_decode);
+}
+
+}  // namespace
+}  // namespace moeforge
