@@ -14,10 +14,10 @@
 //   - epilogue: scale rows, convert to bf16, bf16x2 stores straight from registers to
 //     global (each warp store covers 8 rows x 16 B; L2 merges the halves of each sector).
 // No setmaxnreg (one consumer warpgroup fits in 255 registers at 160 threads).
-#include "ptx/mbarrier.cuh"
-#include "ptx/tma.cuh"
-#include "ptx/types.cuh"
-#include "ptx/wgmma.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/tma.cuh"
+#include "sm90/ptx/types.cuh"
+#include "sm90/ptx/wgmma.cuh"
 #include "watchdog.cuh"
 #include "harness.cuh"
 

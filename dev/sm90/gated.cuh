@@ -26,7 +26,7 @@
 #include <cstring>
 
 #ifdef __CUDACC__
-#include "ptx/math.cuh"
+#include "sm90/ptx/math.cuh"
 #define GATED_HD __host__ __device__
 #else
 #define GATED_HD

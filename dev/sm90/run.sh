@@ -31,10 +31,11 @@ COMMIT=${MOEFORGE_COMMIT:-$(git -C "$HERE" rev-parse --short HEAD 2>/dev/null ||
 PER_RUN_TIMEOUT=${PER_RUN_TIMEOUT:-55}
 SEED=${SEED:-$(date +%s)}
 BUILD_JOBS=${BUILD_JOBS:-0}
-FLAGS=(-gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v)
+FLAGS=(-gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Xptxas -v -I"$HERE/../../src/kernels")  # sm90/ptx/ lives there
 LIBS=(-L"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lcuda -lcublas)
 # id:source:kernel name (as in the mangled entry _ZN3v0<id>6<name>...):timeout multiplier
-ALL_VERSIONS=("01:01_tma_wgmma.cu:gemm01:1" "02:02_ws_persistent.cu:gemm02:1" "03:03_gemm1_swiglu.cu:gemm03:3")
+# 02 and 03 graduated to src/kernels/sm90/grouped_gemm.cuh (their code: git show 3d2daf0:dev/sm90/...).
+ALL_VERSIONS=("01:01_tma_wgmma.cu:gemm01:1")
 VERSIONS=()
 for v in "${ALL_VERSIONS[@]}"; do
   [ -z "${ONLY_VERSIONS:-}" ] || [[ " $ONLY_VERSIONS " == *" ${v%%:*} "* ]] && VERSIONS+=("$v")

@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdio>
 
-#include "ptx/mbarrier.cuh"
+#include "sm90/ptx/mbarrier.cuh"
 
 struct WatchdogRecord {
   u32 fired;      // 0 = clean
