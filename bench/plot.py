@@ -28,26 +28,29 @@ def main() -> int:
             continue
         dev = rec["device"]["name"]
         title.add(f'{dev} ({rec["device"]["target"]}), commit {rec["commit"][:8]}')
+        # A forced planner (MOEFORGE_SM90_CROSSOVER) is part of what was measured.
+        crossover = rec.get("planner", {}).get("sm90_crossover", -1)
+        forced = {0: " (wide GEMMs)", 1e9: " (decode GEMMs)"}.get(crossover, f" (crossover {crossover:g})")
         for row in rec["rows"]:
-            key = (row["model"], row["backend"], row["weights"])
+            backend = row["backend"] + (forced if crossover >= 0 and row["backend"] == "sm90" else "")
+            key = (row["model"], backend, row["weights"])
             series.setdefault(key, {})[row["T"]] = row["us"]
             floors.setdefault((row["model"], row["weights"]), {})[row["T"]] = row["floor_us"]
     if not series:
         print("no bench records given", file=sys.stderr)
         return 1
 
-    # One colour per weight format: a measured line and its floor (dashed) share it.
+    # One colour per (backend, weights) line; floors dashed in gray.
     fig, ax = plt.subplots(figsize=(8, 5))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colour = {w: palette[i % len(palette)] for i, w in enumerate(sorted({k[2] for k in series}))}
-    markers = {b: m for b, m in zip(sorted({k[1] for k in series}), "osD^v")}
-    for (model, backend, weights), pts in sorted(series.items()):
+    markers = "osD^v<>p"
+    for i, ((model, backend, weights), pts) in enumerate(sorted(series.items())):
         ts = sorted(pts)
-        ax.plot(ts, [pts[t] for t in ts], marker=markers[backend], color=colour[weights],
+        ax.plot(ts, [pts[t] for t in ts], marker=markers[i % len(markers)], color=palette[i % len(palette)],
                 label=f"{model} {backend} {weights}")
-    for (model, weights), pts in sorted(floors.items()):
+    for i, ((model, weights), pts) in enumerate(sorted(floors.items())):
         ts = sorted(pts)
-        ax.plot(ts, [pts[t] for t in ts], linestyle="--", color=colour.get(weights, "gray"), alpha=0.7,
+        ax.plot(ts, [pts[t] for t in ts], linestyle="--", color="gray", alpha=0.4 + 0.3 * (i % 2),
                 label=f"floor: {model}, {weights} weights")
     ax.set_xscale("log")
     ax.set_yscale("log")
