@@ -115,7 +115,20 @@ TEST(RuntimeSettings, ReadFromEnvironmentOnce) {
   EXPECT_EQ(s.fault_stage, "gemm1");
   s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_ALLOW_FAMILY", "0"}}));
   EXPECT_FALSE(s.allow_family);
+  EXPECT_LT(s.sm90_crossover, 0);  // unset: the tuned table
   EXPECT_EQ(&settings(), &settings());
+  // The sm90 planner knob: a number >= 0, else a warning naming it and the table.
+  s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_CROSSOVER", "1e9"}}));
+  EXPECT_EQ(s.sm90_crossover, 1e9);
+  std::vector<std::string> warned;
+  WarningSink old = set_warning_sink([&](std::string_view w) { warned.emplace_back(w); });
+  for (const char* bad : {"-1", "two", "3x"}) {
+    s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_CROSSOVER", bad}}));
+    EXPECT_LT(s.sm90_crossover, 0) << bad;
+  }
+  set_warning_sink(old);
+  ASSERT_EQ(warned.size(), 3u);
+  EXPECT_NE(warned[0].find("MOEFORGE_SM90_CROSSOVER='-1'"), std::string::npos) << warned[0];
 }
 
 TEST(RuntimeBudget, ConfigsOverTheDeviceLimitsAreRejectedWithNumbers) {
