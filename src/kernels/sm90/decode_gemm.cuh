@@ -34,7 +34,7 @@
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
-#include "sm90/pipeline.cuh"
+#include "sm90/wait.cuh"
 #if GEMM_STAGE == 1
 #include "sm90/activation.cuh"
 #endif
@@ -71,10 +71,17 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   const i64 seg = seg_off[e];
   const int chunks = (count + BT - 1) / BT;
 
-  Smem& sm = sm90::aligned_smem<Smem>();
+  extern __shared__ unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
-  sm90::ring_init(sm.full, sm.empty, 4 * kConsumers);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_u32(&sm.full[s]), 1);
+      mbar_init(smem_u32(&sm.empty[s]), 4 * kConsumers);
+    }
+    fence_mbar_init();
+  }
   __syncthreads();
 
   const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
@@ -103,9 +110,29 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   float acc[BT / 2];
   u32 it = 0;
   for (int c = 0; c < chunks; ++c) {
-    sm90::mma_k_blocks<BT, STAGES, BK>(acc, sm.full, sm.empty, it, k_blocks, lane, [&](u32 s) {
-      return make_uint2(smem_u32(sm.w[s]) + cw * 64 * 128, smem_u32(sm.x[s]));
-    });
+    u32 prev_s = 0;
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+      wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s]);
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)
+        wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
+                                  (kb > 0 || kk > 0) ? 1u : 0u);
+      wgmma_commit();
+      wgmma_wait<1>();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+      prev_s = s;
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+    if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
 
     // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
     const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert

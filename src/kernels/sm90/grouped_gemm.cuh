@@ -44,7 +44,7 @@
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
-#include "sm90/pipeline.cuh"
+#include "sm90/wait.cuh"
 #if GEMM_STAGE == 1
 #include "sm90/activation.cuh"
 #endif
@@ -143,10 +143,18 @@ struct Epilogue {
 __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d,
                                           const int* __restrict__ tile_expert, int m_tiles, int n_tiles,
                                           int n_per_expert, int k_blocks, Epilogue epi) {
-  Smem& sm = aligned_smem<Smem>();
+  extern __shared__ unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
-  ring_init(sm.full, sm.empty, 4 * kConsumers);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_u32(&sm.full[s]), 1);
+      mbar_init(smem_u32(&sm.empty[s]), 4 * kConsumers);  // lane 0 of each consumer warp
+    }
+    fence_mbar_init();
+  }
   __syncthreads();
 
   if (wg == 0) {
@@ -184,9 +192,32 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
     int mt, nt;
     u32 it = 0;
     while (sched.next(mt, nt)) {
-      mma_k_blocks<BN, STAGES, BK>(acc, sm.full, sm.empty, it, k_blocks, lane, [&](u32 s) {
-        return make_uint2(smem_u32(sm.a[s]) + c * 64 * 128, smem_u32(sm.b[s]));
-      });
+      // One wgmma group per k-block, kept one deep in flight: after issuing block kb, wait
+      // until at most one group is pending (block kb's), i.e. block kb - 1 finished reading
+      // its stage, and release that stage. The tensor pipe never drains between k-blocks.
+      u32 prev_s = 0;
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+        mbar_wait(smem_u32(&sm.full[s]), ph);
+        wgmma_fence();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+        const u32 a_addr = smem_u32(sm.a[s]) + c * 64 * 128, b_addr = smem_u32(sm.b[s]);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          wgmma_m64n256k16_bf16_ss(acc, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
+                                   (kb > 0 || kk > 0) ? 1u : 0u);
+        wgmma_commit();
+        wgmma_wait<1>();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+        if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+        prev_s = s;
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+      if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
 
       // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
       const int m_row0 = mt * BM + c * 64;

@@ -172,15 +172,13 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16_ss(float (&d)[32], u64 desc
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-// N as a template parameter (sm90/pipeline.cuh).
+// The token-tile width as a template parameter (decode_gemm.cuh).
 template <int N>
 __device__ __forceinline__ void wgmma_m64nk16_bf16_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
   if constexpr (N == 16) wgmma_m64n16k16_bf16_ss(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 32) wgmma_m64n32k16_bf16_ss(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 64) wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 128) wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, scale_d);
   else {
-    static_assert(N == 256, "N of 16, 32, 64, 128 or 256");
-    wgmma_m64n256k16_bf16_ss(d, desc_a, desc_b, scale_d);
+    static_assert(N == 64, "token tiles of 16, 32 or 64");
+    wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, scale_d);
   }
 }
