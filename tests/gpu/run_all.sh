@@ -181,6 +181,6 @@ if has sanitizer; then  # compute-sanitizer over a reduced GPU suite: one JSON r
     "$san_total" "$san_incomplete" > "$out/sanitizer.json"
 fi
 
-echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}"
+echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
 for f in "$logs"/bench-*.txt "$logs"/profile.txt; do [ -f "$f" ] && cat "$f"; done
 tar czf "$out/logs.tgz" -C "$logs" .
