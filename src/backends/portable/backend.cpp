@@ -10,8 +10,8 @@
 //     gemm1                 -> h [rows, I] bf16 (gated activation fused; x rows gathered by token)
 //     gemm2                 -> y [rows, H] f32 (bias, routing weight fused)
 //     combine               -> out rows in slot order (+ shared experts), x's dtype
-// With wide GEMMs plugged in (the sm90 backend) and wanted for this T, the two GEMMs are
-// theirs (gather -> gemm1 -> gemm2, y in bf16) on segments padded to their M tile.
+// With a GEMM plugin (the sm90 backend) that wants this T, the two GEMMs are its own
+// (gather -> gemm1 -> gemm2, y in bf16) on segments padded to its M tile.
 // y is kept in f32: the only roundings after the f32 accumulators are h -> bf16 (needed
 // as the next GEMM operand) and out -> bf16; a bf16 y would add a third rounding of the
 // same size (~2^-9 relative) before the k-way sum.
@@ -70,7 +70,7 @@ int64_t workspace_budget(const rt::DeviceInfo& device) {
   return std::clamp<int64_t>(device.total_mem / 16, int64_t(1) << 30, int64_t(16) << 30);
 }
 
-int64_t wide_row_bytes(const MoeSpec& spec) { return spec.hidden * 2 + spec.intermediate * 2 + 4 + 8; }
+int64_t plugin_row_bytes(const MoeSpec& spec) { return spec.hidden * 2 + spec.intermediate * 2 + 4 + 8; }
 
 namespace {
 
@@ -92,14 +92,14 @@ unsigned u32_of(int64_t v) { return static_cast<unsigned>(v); }
 
 class PortableLayer final : public PreparedLayer {
  public:
-  PortableLayer(const MoeSpec& spec, const WeightSource& weights, int device, const WideGemmsFactory& wide)
+  PortableLayer(const MoeSpec& spec, const WeightSource& weights, int device, const GemmPluginFactory& plugin)
       : spec_(spec), device_(device) {
     rt::use_device(device);
     info_ = rt::cached_device_info(device);
     load_kernels();
     upload(weights);
-    if (wide) {
-      wide_ = wide(LayerWeights{w13_.ptr(), w2_.ptr()});
+    if (plugin) {
+      plugin_ = plugin(LayerWeights{w13_.ptr(), w2_.ptr()});
       combine_y_bf16_ = &rt::load_kernel(device_, combine_kernel(spec_, DType::bf16, true));
     }
   }
@@ -119,7 +119,7 @@ class PortableLayer final : public PreparedLayer {
   const rt::LoadedKernel* validate_[2] = {};  // ids i32, i64
   const rt::LoadedKernel *count_ = nullptr, *scan_ = nullptr, *scatter_ = nullptr, *combine_ = nullptr;
   const rt::LoadedKernel* gemm_[2][2] = {};   // [small, large][gemm1, gemm2]; null = does not fit
-  std::unique_ptr<WideGemms> wide_;           // null: portable GEMMs only
+  std::unique_ptr<GemmPlugin> plugin_;         // null: portable GEMMs only
   const rt::LoadedKernel* combine_y_bf16_ = nullptr;
 };
 
@@ -278,17 +278,17 @@ void PortableLayer::forward(const ForwardCall& call) const {
   const int64_t E = spec_.num_experts, S = spec_.num_shared_experts, et = E + S, k = spec_.topk;
   const int64_t H = spec_.hidden, I = spec_.intermediate;
 
-  const bool wide = wide_ && wide_->wants(T);
+  const bool plugged = plugin_ && plugin_->wants(T);
   const TileConfig& cfg = choose_tile(spec_, T, &info_);
   const int ci = &cfg == &kSmallTile ? 0 : 1;
   const rt::LoadedKernel* g1 = gemm_[ci][0];
   const rt::LoadedKernel* g2 = gemm_[ci][1];
   if (!g1 || !g2) throw InternalError("portable: chosen tile config was not loaded");
   const unsigned gsmem = unsigned(gemm_smem_bytes(cfg, spec_.weight_format));
-  const int bm = wide ? wide_->bm() : cfg.bm;
+  const int bm = plugged ? plugin_->bm() : cfg.bm;
   const int64_t budget = workspace_budget(info_);
   const ChunkPlan plan =
-      wide ? plan_chunk(spec_, T, bm, wide_row_bytes(spec_), budget) : plan_chunk(spec_, T, cfg, budget);
+      plugged ? plan_chunk(spec_, T, bm, plugin_row_bytes(spec_), budget) : plan_chunk(spec_, T, cfg, budget);
   const int64_t tc = plan.tokens;
   const int64_t max_chunks = (tc * k + kPermuteChunk - 1) / kPermuteChunk;
   if (plan.tile_bound > info_.max_grid_x || (2 * I + cfg.bn - 1) / cfg.bn > info_.max_grid_y ||
@@ -302,9 +302,9 @@ void PortableLayer::forward(const ForwardCall& call) const {
                o_bad = cv.take(8), o_tiles = cv.take(size_t(plan.tile_bound * 4)),
                o_rtok = cv.take(size_t(plan.rows_bound * 4)), o_rw = cv.take(size_t(plan.rows_bound * 4)),
                o_h = cv.take(size_t(plan.rows_bound * I * 2)),
-               // wide: y (bf16) reuses the gathered x, dead once GEMM 1 has run (stream order)
-               o_y = cv.take(size_t(plan.rows_bound * H * (wide ? 2 : 4))),
-               o_scale = wide ? cv.take(size_t(plan.rows_bound * 4)) : 0;
+               // plugged: y (bf16) reuses the gathered x, dead once GEMM 1 has run (stream order)
+               o_y = cv.take(size_t(plan.rows_bound * H * (plugged ? 2 : 4))),
+               o_scale = plugged ? cv.take(size_t(plan.rows_bound * 4)) : 0;
   Workspace ws(cv.used, stream);
   const CUdeviceptr b = ws.base();
   const CUdeviceptr ids = b + o_ids, wts = b + o_wts, row_of = b + o_row_of, cc = b + o_cc, counts = b + o_counts,
@@ -340,8 +340,8 @@ void PortableLayer::forward(const ForwardCall& call) const {
     rt::launch_with(*scatter_, {u32_of((nch + kScatterWarps - 1) / kScatterWarps)}, {unsigned(32 * kScatterWarps)}, 0, stream,
            "permute", ids, w_src, entries, cc, seg, row_of, rtok, rw);
     const CUdeviceptr xa = xp + CUdeviceptr(t0 * H * 2);
-    if (wide) {
-      wide_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,
+    if (plugged) {
+      plugin_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,
                   .row_token = rtok, .row_weight = rw, .xg = ybuf, .scale = b + o_scale, .h = hbuf, .y = ybuf,
                   .tokens = n, .rows_bound = plan.rows_bound, .tile_bound = plan.tile_bound, .stream = stream});
     } else {
@@ -353,7 +353,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
              counts, tiles, ntiles, rtok, rw, ybuf);
     }
     const CUdeviceptr op = outp + CUdeviceptr(t0 * H * 2);
-    rt::launch_with(wide ? *combine_y_bf16_ : *combine_, {u32_of(n)}, {256}, 0, stream, "combine", ybuf, row_of, seg, op);
+    rt::launch_with(plugged ? *combine_y_bf16_ : *combine_, {u32_of(n)}, {256}, 0, stream, "combine", ybuf, row_of, seg, op);
   }
 
   if (!precomputed) {
@@ -429,8 +429,8 @@ class PortableBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<PreparedLayer> make_layer(const MoeSpec& spec, const WeightSource& weights, int device,
-                                          const WideGemmsFactory& wide) {
-  return std::make_unique<PortableLayer>(spec, weights, device, wide);
+                                          const GemmPluginFactory& plugin) {
+  return std::make_unique<PortableLayer>(spec, weights, device, plugin);
 }
 
 }  // namespace portable

@@ -108,35 +108,35 @@ ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_by
 ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c,
                      int64_t budget = kDefaultWorkspaceBudget);
 
-// ---- wide GEMMs: another kernel family's GEMM pair inside this pipeline ----
-// The sm90 backend (src/backends/sm90/) is this layer with its TMA/wgmma GEMMs plugged in
-// for the chunks they are faster on: weights, routing, permutation, combine, workspace and
-// chunking stay the portable ones, so the two backends cannot drift apart.
+// ---- GEMM plugin: another kernel family's GEMM pair inside this pipeline ----
+// The sm90 backend (src/backends/sm90/) is this layer with its TMA/wgmma GEMMs plugged in:
+// weights, routing, permutation, combine, workspace and chunking stay the portable ones, so
+// the two backends cannot drift apart.
 struct LayerWeights {  // the prepared layout of layout.cpp, experts 0..E+S-1, on the device
   CUdeviceptr w13 = 0, w2 = 0;
 };
 // One chunk's buffers (call workspace, except x): permute outputs for segments padded to
 // bm(), and what the GEMM pair writes: y [rows, H] bf16, its rows scaled by the routing weight.
 // y and xg are the same buffer: the gathered x is dead once GEMM 1 has run.
-struct WideChunk {
+struct PluginChunk {
   CUdeviceptr x = 0;  // [n, H] bf16
   CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_token = 0, row_weight = 0;
   CUdeviceptr xg = 0, scale = 0, h = 0, y = 0;  // [rows, H] bf16, [rows] f32, [rows, I] bf16, [rows, H] bf16
   int64_t tokens = 0, rows_bound = 0, tile_bound = 0;  // tokens: this chunk's
   CUstream stream = nullptr;
 };
-class WideGemms {
+class GemmPlugin {
  public:
-  virtual ~WideGemms() = default;
-  virtual int bm() const = 0;                          // M tile = segment padding
-  virtual bool wants(int64_t tokens) const = 0;        // the planner: this call's T
-  virtual void run(const WideChunk& chunk) const = 0;  // gather, GEMM 1, GEMM 2
+  virtual ~GemmPlugin() = default;
+  virtual int bm() const = 0;                            // M tile = segment padding
+  virtual bool wants(int64_t tokens) const = 0;          // false: the portable GEMMs run this T
+  virtual void run(const PluginChunk& chunk) const = 0;  // gather, GEMM 1, GEMM 2
 };
-// Workspace bytes per padded row on the wide path: xg (= y), h, scale, row maps.
-int64_t wide_row_bytes(const MoeSpec& spec);
-using WideGemmsFactory = std::function<std::unique_ptr<WideGemms>(const LayerWeights&)>;
-// The portable layer; with `wide`, called once after the weights are on the device.
+// Workspace bytes per padded row when a plugin runs the GEMMs: xg (= y), h, scale, row maps.
+int64_t plugin_row_bytes(const MoeSpec& spec);
+using GemmPluginFactory = std::function<std::unique_ptr<GemmPlugin>(const LayerWeights&)>;
+// The portable layer; `plugin`, if given, is called once after the weights are on the device.
 std::unique_ptr<PreparedLayer> make_layer(const MoeSpec& spec, const WeightSource& weights, int device,
-                                          const WideGemmsFactory& wide = nullptr);
+                                          const GemmPluginFactory& plugin = nullptr);
 
 }  // namespace moeforge::portable

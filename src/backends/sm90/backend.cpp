@@ -24,7 +24,7 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-class Sm90Gemms final : public portable::WideGemms {
+class Sm90Gemms final : public portable::GemmPlugin {
  public:
   Sm90Gemms(const MoeSpec& spec, int device, const portable::LayerWeights& w) : spec_(spec) {
     const rt::DeviceInfo& info = rt::cached_device_info(device);
@@ -44,9 +44,9 @@ class Sm90Gemms final : public portable::WideGemms {
   }
 
   int bm() const override { return kBM; }
-  bool wants(int64_t tokens) const override { return true; }  // every T: decode or wide (plan.cpp)
+  bool wants(int64_t tokens) const override { return true; }  // every T: decode or wide GEMMs (plan.cpp)
 
-  void run(const portable::WideChunk& c) const override {
+  void run(const portable::PluginChunk& c) const override {
     rt::launch_with(*gather_, {unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
                     c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
     const Plan p = plan(spec_, c.tokens);
@@ -55,7 +55,7 @@ class Sm90Gemms final : public portable::WideGemms {
   }
 
  private:
-  void run_decode(const portable::WideChunk& c, int bt) const {
+  void run_decode(const portable::PluginChunk& c, int bt) const {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     int ti = 0;
     while (kDecodeTiles[ti] != bt) ++ti;
@@ -72,7 +72,7 @@ class Sm90Gemms final : public portable::WideGemms {
                     int(ceil_div(int64_t(I), kBK)));
   }
 
-  void run_wide(const portable::WideChunk& c) const {
+  void run_wide(const portable::PluginChunk& c) const {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     const int tile_bound = int(c.tile_bound);
 

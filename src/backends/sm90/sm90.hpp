@@ -8,7 +8,7 @@
 //   kernels/sm90/gather.cuh                          <-> kernel_specs.cpp
 //   tensor maps (host encode, once per buffer)       <-> tensor_map.cpp
 //   the planner's crossover table                    <-> plan.cpp
-//   WideGemms implementation, Backend                <-> backend.cpp
+//   GemmPlugin implementation, Backend                <-> backend.cpp
 #pragma once
 #include <cuda.h>
 
