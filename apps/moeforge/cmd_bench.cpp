@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "backends/backend.hpp"
 #include "backends/device_buffer.hpp"
 #include "bench/ceilings.hpp"
 #include "bench/record.hpp"
@@ -79,6 +80,7 @@ int bench(const BenchOptions& o) {
   std::shared_ptr<const WeightSource> weights = ckpt ? std::shared_ptr<const WeightSource>(ckpt)
                                                      : std::shared_ptr<const WeightSource>(make_synthetic_weights(spec, o.seed));
   const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = o.backend, .device = o.device});
+  const Backend& backend = find_backend(layer.backend_name());
   const std::vector<float> bias = weights->correction_bias();
 
   CUstream stream;
@@ -107,6 +109,7 @@ int bench(const BenchOptions& o) {
     const double floor_us = std::max(mem_us, math_us);
     rows.push_back({{"model", spec.name},
                     {"backend", layer.backend_name()},
+                    {"gemms", backend.gemm_plan(spec, T)},
                     {"weights", to_string(spec.weight_format)},
                     {"T", T},
                     {"us", t.median_us},
@@ -142,13 +145,13 @@ int bench(const BenchOptions& o) {
              to_string(spec.weight_format));
   fmt::print("ceilings: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s ({})\n", ceil.read_GBps, ceil.bf16_TFLOPs,
              ceil.gemm_note);
-  fmt::print("{:>7} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8}  {}\n", "T", "us", "floor_us", "ratio", "TFLOP/s", "GB/s",
-             "experts", "bound");
+  fmt::print("{:>7} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8}  {:<7} {}\n", "T", "us", "floor_us", "ratio", "TFLOP/s",
+             "GB/s", "experts", "bound", "gemms");
   for (const auto& r : rows)
-    fmt::print("{:>7} {:>10.1f} {:>10.1f} {:>7.2f} {:>8.1f} {:>8.0f} {:>8}  {}\n", r["T"].get<int64_t>(),
+    fmt::print("{:>7} {:>10.1f} {:>10.1f} {:>7.2f} {:>8.1f} {:>8.0f} {:>8}  {:<7} {}\n", r["T"].get<int64_t>(),
                r["us"].get<double>(), r["floor_us"].get<double>(), r["ratio"].get<double>(),
                r["TFLOPs"].get<double>(), r["GBps"].get<double>(), r["experts_touched"].get<size_t>(),
-               r["floor_bound"].get<std::string>());
+               r["floor_bound"].get<std::string>(), r["gemms"].get<std::string>());
   return 0;
 }
 

@@ -54,6 +54,9 @@ class Backend {
                                                  int device) const = 0;
   // Every kernel this backend compiles for spec (precompile, the CI compile check).
   virtual std::vector<rt::KernelSpec> kernels(const MoeSpec& spec) const { return {}; }
+  // Which kernels a call of T tokens runs, in a few words ("decode GEMMs, 16-token tiles");
+  // for bench records. "" when the backend has one path.
+  virtual std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const { return ""; }
   // `auto` prefers a higher priority among backends whose self-test passed.
   virtual int priority() const { return 1; }
   // Batch sizes the self-test runs on its small spec: enough to cover every kernel path

@@ -83,6 +83,10 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
       EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;  // twice the average fits, unless at the cap
     }
   }
+  // What bench records say ran.
+  EXPECT_EQ(sm90_backend().gemm_plan(s, 1), "decode GEMMs (16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(s, 36308), "wide GEMMs (128x256 tiles)");
+  EXPECT_EQ(portable_backend().gemm_plan(s, 36308), "m128n128 GEMMs");
   const MoeSpec ts = self_test_spec(s);
   bool saw_wide = false, saw_decode = c <= 0;
   for (int64_t T : sm90_backend().self_test_tokens(ts)) {

@@ -424,6 +424,10 @@ class PortableBackend final : public Backend {
     if (!spec_unsupported(spec).empty()) return {};
     return all_kernels(spec);
   }
+
+  std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
+    return fmt::format("{} GEMMs", choose_tile(spec, tokens, nullptr).name);  // before device fallbacks
+  }
 };
 
 }  // namespace

@@ -136,6 +136,11 @@ class Sm90Backend final : public Backend {
     return all_kernels(spec);
   }
 
+  std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
+    const Plan p = plan(spec, tokens);
+    return p.wide ? "wide GEMMs (128x256 tiles)" : fmt::format("decode GEMMs ({}-token tiles)", p.bt);
+  }
+
   std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {
     // A size on each side of the planner's crossover (c rows per expert): about c / 2 rows
     // per expert (decode; odd, at most 37) and c + 17 (wide; at most 4097), the first timed.
