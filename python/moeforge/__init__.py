@@ -64,8 +64,9 @@ class MoeLayer:
     * ``spec``: a :class:`MoeSpec` or a preset name (``moeforge.presets.names()``).
     * ``weights``: a :class:`Weights` (``Weights.synthetic(spec, seed)``,
       ``Weights.from_experts(...)``); None: synthetic weights from ``seed``.
-    * ``backend``: "auto" (fastest that passes its self-test here), "cpu" (the
-      double-precision reference, rounded once into the output dtype), "portable", ...
+    * ``backend``: "auto" (the preferred GPU backend that passes its self-test here:
+      "sm90" on H100/H200, else "portable"; "cpu" without a GPU), "cpu" (the
+      double-precision reference, rounded once into the output dtype), "portable", "sm90".
       An explicit backend that cannot run here raises, saying why.
     * ``device``: CUDA ordinal (ignored by "cpu").
 
@@ -116,7 +117,7 @@ class MoeLayer:
 
     @property
     def backend(self) -> str:
-        """The backend in use ('cpu', 'portable', ...)."""
+        """The backend in use ('cpu', 'portable', 'sm90')."""
         return self._layer.backend
 
     @property

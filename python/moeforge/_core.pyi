@@ -330,7 +330,7 @@ class Layer:
 
     @property
     def backend(self) -> str:
-        """the backend chosen ('cpu', 'portable', ...)"""
+        """the backend chosen ('cpu', 'portable', 'sm90')"""
 
     @property
     def backend_reason(self) -> str:

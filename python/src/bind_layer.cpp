@@ -277,7 +277,7 @@ void bind_layer(nb::module_& m) {
           nb::arg("x"), nb::arg("topk_ids"), nb::arg("topk_weights"), nb::arg("out"), nb::arg("stream") = 0,
           "Precomputed routing: topk_ids [T, k] int32/int64, topk_weights [T, k] float32 (used as given).")
       .def_prop_ro("spec", &MoeLayer::spec)
-      .def_prop_ro("backend", &MoeLayer::backend_name, "the backend chosen ('cpu', 'portable', ...)")
+      .def_prop_ro("backend", &MoeLayer::backend_name, "the backend chosen ('cpu', 'portable', 'sm90')")
       .def_prop_ro("backend_reason", &MoeLayer::backend_reason, "why it was chosen")
       .def_prop_ro("device", [](const MoeLayer& l) {
         const Device d = l.device();
