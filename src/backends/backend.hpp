@@ -2,10 +2,9 @@
 //
 // The registry (registry.cpp) lists every backend; `auto` asks each one whether
 // it can serve (spec, device), runs the self-test of those that can (once per
-// process and device) and picks, among those that passed, the highest priority
-// (a backend built for this exact chip over the portable one: its planner already
-// falls back to the portable kernels where they are faster), then the fastest. An explicit backend
-// that cannot run is an error naming why and listing the ones that can.
+// process and device) and picks, among those that passed, the highest priority (a
+// backend built for this exact chip over the portable one), then the fastest. An
+// explicit backend that cannot run is an error naming why and listing the ones that can.
 #pragma once
 #include <cuda.h>
 

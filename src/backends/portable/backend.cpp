@@ -10,8 +10,8 @@
 //     gemm1                 -> h [rows, I] bf16 (gated activation fused; x rows gathered by token)
 //     gemm2                 -> y [rows, H] f32 (bias, routing weight fused)
 //     combine               -> out rows in slot order (+ shared experts), x's dtype
-// With a GEMM plugin (the sm90 backend) that wants this T, the two GEMMs are its own
-// (gather -> gemm1 -> gemm2, y in bf16) on segments padded to its M tile.
+// With a GEMM plugin (the sm90 backend), the two GEMMs are its own (gather -> gemm1 ->
+// gemm2, y in bf16, its planner choosing per chunk) on segments padded to its M tile.
 // y is kept in f32: the only roundings after the f32 accumulators are h -> bf16 (needed
 // as the next GEMM operand) and out -> bf16; a bf16 y would add a third rounding of the
 // same size (~2^-9 relative) before the k-way sum.
@@ -278,7 +278,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
   const int64_t E = spec_.num_experts, S = spec_.num_shared_experts, et = E + S, k = spec_.topk;
   const int64_t H = spec_.hidden, I = spec_.intermediate;
 
-  const bool plugged = plugin_ && plugin_->wants(T);
+  const bool plugged = plugin_ != nullptr;
   const TileConfig& cfg = choose_tile(spec_, T, &info_);
   const int ci = &cfg == &kSmallTile ? 0 : 1;
   const rt::LoadedKernel* g1 = gemm_[ci][0];

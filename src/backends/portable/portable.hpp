@@ -129,7 +129,6 @@ class GemmPlugin {
  public:
   virtual ~GemmPlugin() = default;
   virtual int bm() const = 0;                            // M tile = segment padding
-  virtual bool wants(int64_t tokens) const = 0;          // false: the portable GEMMs run this T
   virtual void run(const PluginChunk& chunk) const = 0;  // gather, GEMM 1, GEMM 2
 };
 // Workspace bytes per padded row when a plugin runs the GEMMs: xg (= y), h, scale, row maps.

@@ -44,7 +44,6 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
   int bm() const override { return kBM; }
-  bool wants(int64_t tokens) const override { return true; }  // every T: decode or wide GEMMs (plan.cpp)
 
   void run(const portable::PluginChunk& c) const override {
     rt::launch_with(*gather_, {unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
@@ -116,7 +115,7 @@ class Sm90Backend final : public Backend {
                          kTarget);
     if (std::string r = spec_unsupported(spec); !r.empty()) return r;
     if (std::string r = portable_backend().why_not(spec, device); !r.empty()) return "portable pipeline: " + r;
-    for (const rt::KernelSpec& k : all_kernels(spec))
+    for (const rt::KernelSpec& k : own_kernels(spec))  // the portable ones: checked just above
       if (std::string v = rt::budget_violation(k, *device); !v.empty()) return v;
     return "";
   }

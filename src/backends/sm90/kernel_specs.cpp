@@ -63,14 +63,20 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
   return k;
 }
 
-std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec) {
-  std::vector<rt::KernelSpec> out = portable::all_kernels(spec);
+std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
+  std::vector<rt::KernelSpec> out;
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
   out.push_back(gather_kernel(spec));
   out.push_back(gemm_kernel(spec, 1));
   out.push_back(gemm_kernel(spec, 2));
   for (int bt : kDecodeTiles)
     for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
+  return out;
+}
+
+std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec) {
+  std::vector<rt::KernelSpec> out = portable::all_kernels(spec);
+  for (rt::KernelSpec& k : own_kernels(spec)) out.push_back(std::move(k));
   return out;
 }
 

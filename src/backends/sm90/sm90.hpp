@@ -40,7 +40,9 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 rt::KernelSpec gather_kernel(const MoeSpec& spec);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
 inline constexpr int kDecodeTiles[] = {16, 32, 64};
-// This backend's kernels: the portable pipeline's plus gather and the two GEMMs.
+// The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
+// wide and the decode GEMMs; and all of them, the portable ones included.
+std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec);
 std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
 
 // ---- planner (plan.cpp) ----
