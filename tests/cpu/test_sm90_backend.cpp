@@ -4,6 +4,7 @@
 // the GPU suite, tests/gpu/test_layer.cpp.)
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "backends/backend.hpp"
@@ -12,6 +13,7 @@
 #include "moeforge/spec.hpp"
 #include "runtime/device.hpp"
 #include "runtime/jit.hpp"
+#include "kernels/sm90/w4_order.cuh"
 
 namespace moeforge {
 namespace {
@@ -44,6 +46,12 @@ TEST(Sm90Backend, ServesBf16WithoutBiasAndSaysWhyNotOtherwise) {
   MoeSpec fp8 = presets::get("mistral-small-4");
   fp8.weight_format = WeightFormat::FP8_Block128;
   EXPECT_NE(b.why_not(fp8, &h).find("fp8"), std::string::npos);
+  // NVFP4: served (W4A16 decode GEMMs) when H and I are multiples of 64.
+  MoeSpec nv = presets::get("mistral-small-4");
+  nv.weight_format = WeightFormat::NVFP4;
+  EXPECT_EQ(b.why_not(nv, &h), "");
+  nv.intermediate = nv.shared_intermediate = 2048 + 32;
+  EXPECT_NE(b.why_not(nv, &h).find("divisible by 64"), std::string::npos) << b.why_not(nv, &h);
   rt::DeviceInfo ada = h;
   ada.cc_major = 8;
   ada.cc_minor = 9;
@@ -69,6 +77,34 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
   // Two decode CTAs per SM at every token tile (the streaming depth the kernel assumes).
   for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt) + 1024), h.smem_per_sm) << bt;
   EXPECT_EQ(sm90::decode_smem_bytes(64), 100352);
+  // NVFP4: no wide GEMMs; the decode GEMMs' deeper ring still fits twice per SM.
+  MoeSpec nv = s;
+  nv.weight_format = WeightFormat::NVFP4;
+  int nv_sm90 = 0;
+  for (const rt::KernelSpec& k : sm90_backend().kernels(nv)) {
+    EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
+    nv_sm90 += !k.targets.empty();
+    EXPECT_NE(k.entry, "moe_sm90_gemm");
+  }
+  EXPECT_EQ(nv_sm90, 6);
+  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true) + 1024), h.smem_per_sm) << bt;
+}
+
+// The W4A16 K permutation (kernels/sm90/w4_order.cuh): a bijection of each
+// 64-column block whose inverse is logical_k, and thread t's 16 codes (physical t*16 ..
+// t*16+15) are exactly the logical columns its wgmma A fragment holds: 2t, 2t+1, 2t+8, 2t+9
+// of every k16 step.
+TEST(Sm90Backend, W4PermutationMatchesTheFragmentLayout) {
+  std::set<int> seen;
+  for (int L = 0; L < 64; ++L) {
+    const int p = w4::physical_k(L);
+    ASSERT_TRUE(p >= 0 && p < 64) << L;
+    seen.insert(p);
+    EXPECT_EQ(w4::logical_k(p), L);
+    const int t = p / 16, in_step = L % 16;
+    EXPECT_TRUE(in_step % 8 / 2 == t) << "logical " << L << " is not thread " << t << "'s column";
+  }
+  EXPECT_EQ(seen.size(), 64u);
 }
 
 TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {

@@ -1,6 +1,6 @@
 // The GPU backends against the CPU reference (double precision on the dequantized
 // weights), through the public MoeLayer API: the portable backend's full matrix below, and
-// the sm90 backend's (bf16 weights; on sm_90a only) after it.
+// the sm90 backend's (bf16 and nvfp4 weights; on sm_90a only) after it.
 //
 // Matrix: every preset's routing/activation/shared/bias features plus two custom specs
 // (softmax-grouped, geglu) x weights {bf16, fp8, nvfp4, mxfp4} x T {1, 2, 7, 64, 333,
@@ -210,8 +210,8 @@ std::string param_name(const ::testing::TestParamInfo<Param>& i) {
 INSTANTIATE_TEST_SUITE_P(All, PortableLayerMatrix, ::testing::ValuesIn(all_params()), param_name);
 
 // ---------------------------------------------------------------- sm90 ----------
-// The sm90 backend on every model it serves (bf16 weights, no expert biases: gpt-oss is
-// the portable backend's), every T. Which GEMMs run depends on the planner's crossover:
+// The sm90 backend on every model it serves (bf16 and nvfp4 weights, no expert biases:
+// gpt-oss is the portable backend's), every T. NVFP4 runs the W4A16 decode GEMMs at every T. Which GEMMs run depends on the planner's crossover:
 // run_all.sh runs this matrix as is, with MOEFORGE_SM90_CROSSOVER=0 (the wide GEMMs at every
 // T, T = 1 included) and with MOEFORGE_SM90_CROSSOVER=1e9 (the decode GEMMs at every T, up
 // to T = 36308 where each expert's tokens take many 64-token passes).
@@ -230,9 +230,10 @@ TEST_P(Sm90LayerMatrix, MatchesReference) {
 
 std::vector<Param> sm90_params() {
   std::vector<Param> v;
-  for (const char* m : kModels)
-    if (std::string(m) != "gpt-oss-120b")
-      for (int64_t T : kTokens) v.push_back({m, WeightFormat::BF16, T});
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::NVFP4})
+    for (const char* m : kModels)
+      if (std::string(m) != "gpt-oss-120b")
+        for (int64_t T : kTokens) v.push_back({m, f, T});
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(All, Sm90LayerMatrix, ::testing::ValuesIn(sm90_params()), param_name);

@@ -99,7 +99,7 @@ class PortableLayer final : public PreparedLayer {
     load_kernels();
     upload(weights);
     if (plugin) {
-      plugin_ = plugin(LayerWeights{w13_.ptr(), w2_.ptr()});
+      plugin_ = plugin(LayerWeights{w13_.ptr(), w2_.ptr(), w13s_.ptr(), w2s_.ptr(), g13_.ptr(), g2_.ptr()});
       combine_y_bf16_ = &rt::load_kernel(device_, combine_kernel(spec_, DType::bf16, true));
     }
   }

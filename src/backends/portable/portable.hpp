@@ -114,6 +114,8 @@ ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c,
 // the two backends cannot drift apart.
 struct LayerWeights {  // the prepared layout of layout.cpp, experts 0..E+S-1, on the device
   CUdeviceptr w13 = 0, w2 = 0;
+  CUdeviceptr w13_scales = 0, w2_scales = 0;  // fp8 / nvfp4 / mxfp4 (0 otherwise)
+  CUdeviceptr g13 = 0, g2 = 0;                // [E+S] f32 NVFP4 global scales (1 otherwise)
 };
 // One chunk's buffers (call workspace, except x): permute outputs for segments padded to
 // bm(), and what the GEMM pair writes: y [rows, H] bf16, its rows scaled by the routing weight.

@@ -26,21 +26,34 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 class Sm90Gemms final : public portable::GemmPlugin {
  public:
-  Sm90Gemms(const MoeSpec& spec, int device, const portable::LayerWeights& w) : spec_(spec) {
+  Sm90Gemms(const MoeSpec& spec, int device, const portable::LayerWeights& w) : spec_(spec), w4_(w4(spec)) {
     const rt::DeviceInfo& info = rt::cached_device_info(device);
     sm_count_ = info.sm_count;
     gather_ = &rt::load_kernel(device, gather_kernel(spec));
-    gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
-    gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     for (int i = 0; i < 3; ++i)
       for (int stage : {1, 2}) decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
+    if (w4_) {
+      // Codes [E+S][N][K/2] bytes; scales [E+S][K/32][N][2] bytes (layout.cpp), boxes of 128 rows.
+      const uint32_t rows = kDecodeRows, code_box = kBK / 2, scale_box = 2 * kDecodeRows;
+      w13_rows_map_ = encode_u8(w.w13, {kp13 / 2, et * 2 * I}, {code_box, rows}, "w13 codes");
+      w2_rows_map_ = encode_u8(w.w2, {kp2 / 2, et * H}, {code_box, rows}, "w2 codes");
+      w13_scales_map_ = encode_u8(w.w13_scales, {2 * 2 * I, kp13 / 32, et}, {scale_box, 2, 1}, "w13 scales");
+      w2_scales_map_ = encode_u8(w.w2_scales, {2 * H, kp2 / 32, et}, {scale_box, 2, 1}, "w2 scales");
+      g13_ = w.g13;
+      g2_ = w.g2;
+      return;
+    }
+    gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
+    gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     w13_map_ = encode_bf16_2d(w.w13, kp13, et * 2 * I, kp13 * 2, kBN, "w13");
     w2_map_ = encode_bf16_2d(w.w2, kp2, et * H, kp2 * 2, kBN, "w2");
     w13_rows_map_ = encode_bf16_2d(w.w13, kp13, et * 2 * I, kp13 * 2, kDecodeRows, "w13");
     w2_rows_map_ = encode_bf16_2d(w.w2, kp2, et * H, kp2 * 2, kDecodeRows, "w2");
+    w13_scales_map_ = w13_rows_map_;  // unused by the bf16 decode GEMMs
+    w2_scales_map_ = w2_rows_map_;
   }
 
   int bm() const override { return kBM; }
@@ -61,14 +74,13 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, uint32_t(bt), "gathered x");
     const CUtensorMap h = encode_bf16_2d(c.h, I, rows, I * 2, uint32_t(bt), "h");
     const unsigned experts = unsigned(spec_.num_experts + spec_.num_shared_experts);
-    const unsigned smem = unsigned(decode_smem_bytes(bt));
-    const CUdeviceptr no_scale = 0;
+    const unsigned smem = unsigned(decode_smem_bytes(bt, w4_));
     rt::launch_with(*decode_[ti][0], {unsigned(ceil_div(int64_t(2 * I), kDecodeRows)), experts}, {unsigned(kThreads)},
-                    smem, c.stream, "gemm1", w13_rows_map_, xg, c.counts, c.seg_off, no_scale, c.h, int(2 * I),
-                    int(ceil_div(int64_t(H), kBK)));
+                    smem, c.stream, "gemm1", w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off,
+                    CUdeviceptr(0), c.h, int(2 * I), int(ceil_div(int64_t(H), kBK)));
     rt::launch_with(*decode_[ti][1], {unsigned(ceil_div(int64_t(H), kDecodeRows)), experts}, {unsigned(kThreads)}, smem,
-                    c.stream, "gemm2", w2_rows_map_, h, c.counts, c.seg_off, c.scale, c.y, int(H),
-                    int(ceil_div(int64_t(I), kBK)));
+                    c.stream, "gemm2", w2_rows_map_, w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y,
+                    int(H), int(ceil_div(int64_t(I), kBK)));
   }
 
   void run_wide(const portable::PluginChunk& c) const {
@@ -95,11 +107,14 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
   MoeSpec spec_;
+  bool w4_ = false;  // NVFP4 weights: decode GEMMs only (W4A16)
   int sm_count_ = 0;
   const rt::LoadedKernel *gather_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
   const rt::LoadedKernel* decode_[3][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide)
-  CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode)
+  CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode; w4: their codes)
+  CUtensorMap w13_scales_map_{}, w2_scales_map_{};  // w4: the codes' e4m3 scales
+  CUdeviceptr g13_ = 0, g2_ = 0;                     // w4: the global scales
 };
 
 class Sm90Backend final : public Backend {
@@ -137,13 +152,16 @@ class Sm90Backend final : public Backend {
 
   std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
     const Plan p = plan(spec, tokens);
-    return p.wide ? "wide GEMMs (128x256 tiles)" : fmt::format("decode GEMMs ({}-token tiles)", p.bt);
+    return p.wide ? "wide GEMMs (128x256 tiles)"
+                  : fmt::format("decode GEMMs ({}{}-token tiles)", w4(spec) ? "nvfp4 W4A16, " : "", p.bt);
   }
 
   std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {
     // A size on each side of the planner's crossover (c rows per expert): about c / 2 rows
     // per expert (decode; odd, at most 37) and c + 17 (wide; at most 4097), the first timed.
-    const double c = crossover_rows(test_spec), per_row = double(test_spec.num_experts) / test_spec.topk;
+    // NVFP4 (decode GEMMs only): a small T and one where experts take several 64-token passes.
+    const double per_row = double(test_spec.num_experts) / test_spec.topk;
+    const double c = w4(test_spec) ? 2 * 64 : crossover_rows(test_spec);
     std::vector<int64_t> t;
     if (c > 0) t.push_back(std::min<int64_t>(37, std::max<int64_t>(1, int64_t(c / 2 * per_row)) | 1));
     t.push_back(std::min<int64_t>(4097, int64_t((c + 17) * per_row)) | 1);

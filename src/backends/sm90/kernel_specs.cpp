@@ -1,4 +1,4 @@
-// Kernel specs of sm90/grouped_gemm.cuh and sm90/gather.cuh, and what the sm90 GEMMs take.
+// Kernel specs of sm90/grouped_gemm.cuh, decode_gemm.cuh and gather.cuh, and what the sm90 GEMMs take.
 #include <fmt/format.h>
 
 #include "backends/portable/portable.hpp"
@@ -8,10 +8,15 @@ namespace moeforge::sm90 {
 
 std::string spec_unsupported(const MoeSpec& spec) {
   if (std::string r = portable::spec_unsupported(spec); !r.empty()) return r;
-  if (spec.weight_format != WeightFormat::BF16 && spec.weight_format != WeightFormat::FP16)
-    return fmt::format("weights {}: the sm90 GEMMs take bf16 (or f16, staged as bf16) weights so far; the portable "
-                       "backend runs {}",
-                       to_string(spec.weight_format), to_string(spec.weight_format));
+  const WeightFormat f = spec.weight_format;
+  if (f != WeightFormat::BF16 && f != WeightFormat::FP16 && f != WeightFormat::NVFP4)
+    return fmt::format("weights {}: the sm90 GEMMs take bf16 (or f16, staged as bf16) and nvfp4 weights so far; the "
+                       "portable backend runs {}",
+                       to_string(f), to_string(f));
+  if (f == WeightFormat::NVFP4 && (spec.hidden % 64 != 0 || spec.intermediate % 64 != 0))
+    return fmt::format("nvfp4 on sm90 needs hidden and intermediate sizes divisible by 64 (the W4A16 K permutation "
+                       "works on 64-column blocks), got H={} I={}",
+                       spec.hidden, spec.intermediate);
   if (spec.expert_bias) return "expert biases are not in the sm90 GEMM epilogues yet (the portable backend has them)";
   return "";
 }
@@ -42,7 +47,8 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec) {
   k.entry = "moe_sm90_gather";
   k.defines = {{"E", std::to_string(spec.num_experts)},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
-               {"HIDDEN", std::to_string(spec.hidden)}};
+               {"HIDDEN", std::to_string(spec.hidden)},
+               {"W4", w4(spec) ? "1" : "0"}};
   k.threads = kGatherThreads;
   return k;
 }
@@ -54,10 +60,11 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
   k.defines = {{"GEMM_STAGE", std::to_string(stage)},
                {"BT", std::to_string(bt)},
                {"GEMM_N_OUT", std::to_string(stage == 1 ? spec.intermediate : spec.hidden)},
-               {"SM90_DECODE_SMEM_BYTES", std::to_string(decode_smem_bytes(bt))}};
+               {"W4", w4(spec) ? "1" : "0"},
+               {"SM90_DECODE_SMEM_BYTES", std::to_string(decode_smem_bytes(bt, w4(spec)))}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
-  k.smem_bytes = decode_smem_bytes(bt);
+  k.smem_bytes = decode_smem_bytes(bt, w4(spec));
   k.min_blocks_per_sm = 2;
   k.targets = {kTarget};
   return k;
@@ -67,8 +74,10 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   std::vector<rt::KernelSpec> out;
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
   out.push_back(gather_kernel(spec));
-  out.push_back(gemm_kernel(spec, 1));
-  out.push_back(gemm_kernel(spec, 2));
+  if (!w4(spec)) {
+    out.push_back(gemm_kernel(spec, 1));
+    out.push_back(gemm_kernel(spec, 2));
+  }
   for (int bt : kDecodeTiles)
     for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
   return out;

@@ -31,7 +31,7 @@ double crossover_rows(const MoeSpec& spec) {
 Plan plan(const MoeSpec& spec, int64_t tokens) {
   const double rows_per_expert = double(tokens) * spec.topk / double(spec.num_experts);
   Plan p;
-  p.wide = rows_per_expert >= crossover_rows(spec);
+  p.wide = !w4(spec) && rows_per_expert >= crossover_rows(spec);
   if (!p.wide) {
     // Twice the average, so that few experts need a second pass over their weights.
     p.bt = 64;

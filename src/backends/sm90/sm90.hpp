@@ -13,6 +13,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,14 @@ namespace moeforge::sm90 {
 constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384, kEpiBox = 64;
 constexpr int kSmemBytes = 231424;  // 4 x (16 + 32) KB stages + 2 x 2 x 8 KB boxes + barriers, + 1 KB align
 constexpr int kGatherThreads = 256;
-// Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64.
-constexpr int kDecodeRows = 128, kDecodeStages = 4;
-constexpr int decode_smem_bytes(int bt) {
-  return (kDecodeStages * (kDecodeRows + bt) * kBK * 2 + 64 + 1023) / 1024 * 1024 + 1024;
+// Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64;
+// bf16 weights: 4 stages of 16 KB; NVFP4 (w4): 8 stages of 4 KB codes + 512 B scales.
+constexpr int kDecodeRows = 128;
+constexpr int decode_stages(bool w4) { return w4 ? 8 : 4; }
+constexpr int decode_smem_bytes(int bt, bool w4 = false) {
+  const int weights = w4 ? kDecodeRows * kBK / 2 + 2 * kDecodeRows * 2 : kDecodeRows * kBK * 2;
+  const int stages = decode_stages(w4);
+  return (stages * (weights + bt * kBK * 2) + 16 * stages + 1023) / 1024 * 1024 + 1024;
 }
 inline constexpr const char* kTarget = "sm_90a";
 
@@ -39,6 +44,9 @@ std::string spec_unsupported(const MoeSpec& spec);
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 rt::KernelSpec gather_kernel(const MoeSpec& spec);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
+// NVFP4 weights: the decode GEMMs dequantize them in registers (W4A16, sm90/w4a16.cuh); there
+// are no wide GEMMs for them yet, so the planner runs the decode ones at every T.
+inline bool w4(const MoeSpec& spec) { return spec.weight_format == WeightFormat::NVFP4; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
 // wide and the decode GEMMs; and all of them, the portable ones included.
@@ -63,5 +71,9 @@ Plan plan(const MoeSpec& spec, int64_t tokens);
 // refuses it.
 CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
                            uint32_t box_rows, const char* what);
+// A dense 2-D or 3-D byte tensor map (NVFP4 codes and scales), no swizzle: dims and box in
+// bytes, innermost first; strides follow from the dims.
+CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_bytes,
+                      std::initializer_list<uint32_t> box_bytes, const char* what);
 
 }  // namespace moeforge::sm90

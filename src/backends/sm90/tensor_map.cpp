@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <initializer_list>
 
 #include "backends/sm90/sm90.hpp"
 #include "moeforge/errors.hpp"
@@ -13,26 +14,50 @@
 
 namespace moeforge::sm90 {
 
-CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
-                           uint32_t box_rows, const char* what) {
-  if (base % 16 != 0 || row_stride_bytes % 16 != 0)
-    throw InvalidArgument(what, fmt::format("TMA needs a 16-byte aligned base and row stride, got base 0x{:x}, "
-                                            "stride {} bytes",
-                                            base, row_stride_bytes));
-  if (cols == 0 || rows == 0 || rows > (uint64_t(1) << 31) || box_rows == 0 || box_rows > 256)
-    throw InvalidArgument(what, fmt::format("TMA shape [{}, {}] with box rows {} is out of range", rows, cols, box_rows));
+namespace {
+// cuTensorMapEncodeTiled with the checks every map here needs: 16-byte aligned base and
+// strides, box extents 1..256, dims within the driver's range.
+CUtensorMap encode(CUtensorMapDataType type, uint32_t rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                   const cuuint32_t* box, CUtensorMapSwizzle swizzle, CUdeviceptr base, const char* what) {
+  bool ok = base % 16 == 0;
+  for (uint32_t i = 0; i + 1 < rank; ++i) ok = ok && strides[i] % 16 == 0;
+  if (!ok)
+    throw InvalidArgument(what, fmt::format("TMA needs a 16-byte aligned base and strides, got base 0x{:x}", base));
+  for (uint32_t i = 0; i < rank; ++i)
+    if (dims[i] == 0 || dims[i] > (uint64_t(1) << 31) || box[i] == 0 || box[i] > 256)
+      throw InvalidArgument(what, fmt::format("TMA dimension {} of {} (box {}) is out of range", i, dims[i], box[i]));
   CUtensorMap map;
   std::memset(&map, 0, sizeof(map));
-  cuuint64_t dims[2] = {cols, rows};
-  cuuint64_t strides[1] = {row_stride_bytes};
-  cuuint32_t box[2] = {uint32_t(kBK), box_rows};  // 64 bf16 = one 128-byte swizzle row
-  cuuint32_t elem_strides[2] = {1, 1};
-  rt::check(rt::driver().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                                                reinterpret_cast<void*>(base), dims, strides, box, elem_strides,
-                                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  cuuint32_t elem_strides[3] = {1, 1, 1};
+  rt::check(rt::driver().cuTensorMapEncodeTiled(&map, type, rank, reinterpret_cast<void*>(base), dims, strides, box,
+                                                elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
             fmt::format("cuTensorMapEncodeTiled({})", what).c_str());
   return map;
+}
+}  // namespace
+
+CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
+                           uint32_t box_rows, const char* what) {
+  const cuuint64_t dims[2] = {cols, rows}, strides[1] = {row_stride_bytes};
+  const cuuint32_t box[2] = {uint32_t(kBK), box_rows};  // 64 bf16 = one 128-byte swizzle row
+  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, base, what);
+}
+
+CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_bytes,
+                      std::initializer_list<uint32_t> box_bytes, const char* what) {
+  const uint32_t rank = uint32_t(dims_bytes.size());
+  if (rank < 2 || rank > 3 || box_bytes.size() != rank) throw InternalError("encode_u8: rank 2 or 3");
+  cuuint64_t dims[3], strides[2];
+  cuuint32_t box[3];
+  uint64_t stride = 1;
+  for (uint32_t i = 0; i < rank; ++i) {
+    dims[i] = dims_bytes.begin()[i];
+    box[i] = box_bytes.begin()[i];
+    if (i > 0) strides[i - 1] = stride;
+    stride *= dims[i];
+  }
+  return encode(CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE, base, what);
 }
 
 }  // namespace moeforge::sm90

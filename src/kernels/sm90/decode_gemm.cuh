@@ -26,8 +26,18 @@
 //
 // Inputs: x rows in expert order (sm90/gather.cuh) or h, segments from the portable permute
 // (seg_off, counts); weights in the portable prepared layout (src/backends/portable/layout.cpp).
-// Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), ACT,
-// ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked).
+// NVFP4 weights (W4 = 1, W4A16): the weight tile is 128 rows x 32 bytes of e2m1 codes plus
+// its 2 x 256 bytes of e4m3 scales (a 3-D TMA box: 128 rows x 2 groups, 2 k tiles); each
+// consumer thread reads its 16 codes of rows r and r + 8 (two 64-bit shared loads),
+// dequantizes them into the wgmma A fragments (sm90/w4a16.cuh: K permuted inside 64-column
+// blocks, the activations stored in the same order) and issues the register-A wgmma. The
+// stage is 4.5 KB of weights instead of 16 KB, so the ring is 8 deep. The epilogue applies
+// the expert's global scale (times 2^8, see w4a16.cuh); GEMM 1 stores h in the permuted
+// order GEMM 2 reads.
+//
+// Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), W4 (0 bf16
+// weights, 1 NVFP4), ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's
+// launch size, checked).
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/mbarrier.cuh"
@@ -38,16 +48,29 @@
 #if GEMM_STAGE == 1
 #include "sm90/activation.cuh"
 #endif
+#if W4
+#include "sm90/w4a16.cuh"
+#endif
 
 namespace sm90dec {
 
-constexpr int WM = 128, BK = 64, STAGES = 4, kConsumers = 2, kThreads = 128 * (1 + kConsumers);
-constexpr u32 kStageBytes = (WM + BT) * BK * 2;
+constexpr int WM = 128, BK = 64, kConsumers = 2, kThreads = 128 * (1 + kConsumers);
+#if W4
+constexpr int STAGES = 8;
+constexpr u32 kWBytes = WM * BK / 2, kSBytes = 2 * WM * 2;  // codes; scales [2 k tiles][WM rows][2 groups]
+#else
+constexpr int STAGES = 4;
+constexpr u32 kWBytes = WM * BK * 2, kSBytes = 0;
+#endif
+constexpr u32 kStageBytes = kWBytes + kSBytes + BT * BK * 2;
 static_assert(BT == 16 || BT == 32 || BT == 64, "token tile");
 
 struct Smem {
-  alignas(1024) u16 w[STAGES][WM * BK];  // 16 KB per stage
-  alignas(1024) u16 x[STAGES][BT * BK];  // BT x 128 B per stage (a multiple of the 1024-B atom)
+  alignas(1024) u16 x[STAGES][BT * BK];            // BT x 128 B per stage (a multiple of the 1024-B atom)
+  alignas(1024) unsigned char w[STAGES][kWBytes];  // bf16: 128B-swizzled rows; W4: 32-byte rows, no swizzle
+#if W4
+  alignas(128) unsigned char s[STAGES][kSBytes];
+#endif
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
 };
@@ -57,8 +80,10 @@ static_assert(kSmemBytes == SM90_DECODE_SMEM_BYTES, "the host's decode smem size
 
 }  // namespace sm90dec
 
+// W4: tm_s = the scales' 3-D map, gscale = [E_TOTAL] global scales. bf16: unused (any map, null).
 extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
-    moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_x,
+    moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_s,
+                    const __grid_constant__ TensorMap tm_x, const float* __restrict__ gscale,
                     const int* __restrict__ counts, const i64* __restrict__ seg_off,
                     const float* __restrict__ row_scale, u16* __restrict__ out, int n_per_expert, int k_blocks) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -90,6 +115,9 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
     if (tid == 0) {
       tma_prefetch_desc(&tm_w);
       tma_prefetch_desc(&tm_x);
+#if W4
+      tma_prefetch_desc(&tm_s);
+#endif
       u32 it = 0;
       for (int c = 0; c < chunks; ++c)
         for (int kb = 0; kb < k_blocks; ++kb, ++it) {
@@ -97,7 +125,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
           mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
           const u32 full = smem_u32(&sm.full[s]);
           mbar_arrive_expect_tx(full, kStageBytes);
+#if W4
+          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * BK / 2, w_row, full);  // byte columns
+          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * 2, e, full);
+#else
           tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * BK, w_row, full);
+#endif
           tma_load_2d(smem_u32(sm.x[s]), &tm_x, kb * BK, (int)(seg + (i64)c * BT), full);
         }
     }
@@ -110,6 +143,38 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   float acc[BT / 2];
   u32 it = 0;
   for (int c = 0; c < chunks; ++c) {
+#if W4
+    // Rows ra and ra + 8 of the tile: this thread's A rows. Its 16 codes per row are the
+    // 16-group t of the k-block: k tile t / 2, group t % 2 of the scales.
+    const int ra = cw * 64 + warp * 16 + g;
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+      const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 32 + t * 8]);
+      const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 32 + t * 8]);
+      const unsigned char* sc = &sm.s[s][(t >> 1) * WM * 2 + (t & 1)];
+      const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
+      u32 a[4][4];
+      w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), a);
+      wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      const u32 x_addr = smem_u32(sm.x[s]);
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk)
+        wgmma_m64nk16_bf16_rs<BT>(acc, a[kk], wgmma_desc_k128b(x_addr + kk * 32), (kb > 0 || kk > 0) ? 1u : 0u);
+      wgmma_commit();
+      // The A registers are rewritten next k-block: wait for this group (other warpgroups
+      // on the SM keep the tensor pipe and the loads busy meanwhile).
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));
+    }
+    const float gs = gscale[e] * 256.0f;  // the 2^-8 of the dequantized codes (w4a16.cuh)
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
+#else
     u32 prev_s = 0;
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
@@ -133,6 +198,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #pragma unroll
     for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
     if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+#endif
 
     // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
     const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
@@ -145,7 +211,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
         const i64 row = seg + tok;
 #if GEMM_STAGE == 1
         const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
-        if (f < GEMM_N_OUT) out[row * GEMM_N_OUT + f] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
+#if W4
+        const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
+#else
+        const int col = f;
+#endif
+        if (f < GEMM_N_OUT) out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
 #else
         const float sc = row_scale[row];
         if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);

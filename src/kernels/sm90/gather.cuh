@@ -10,9 +10,18 @@
 // content cannot matter; zeroing them cost 73 us of 1.8 ms at T = 128 (ncu, H200), where
 // almost every row of a 128-row tile is padding.
 //
-// Defines: E, E_TOTAL, HIDDEN (multiple of 8).
+// W4 = 1 (NVFP4 weights, the W4A16 decode GEMMs): the columns of each 64-column block are
+// stored in the permuted K order of sm90/w4a16.cuh (xg[L] = x[physical_k(L)]).
+//
+// Defines: E, E_TOTAL, HIDDEN (multiple of 8; of 64 with W4), W4.
 #pragma once
 #include "common/types.cuh"
+#if W4
+#include "sm90/w4a16.cuh"
+#if (HIDDEN % 64) != 0
+#error "sm90/gather.cuh with W4 needs HIDDEN % 64 == 0"
+#endif
+#endif
 
 #if (HIDDEN % 8) != 0
 #error "sm90/gather.cuh needs HIDDEN % 8 == 0"
@@ -32,7 +41,6 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
   const i64 seg = seg_off[e];
   const int count = counts[e];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  constexpr int kVec = HIDDEN / 8;  // 16-byte vectors per row
   for (int r = warp; r < GATHER_BM; r += GATHER_WARPS) {
     const i64 row = (i64)tile * GATHER_BM + r;
     const i64 local = row - seg;
@@ -42,6 +50,25 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     const i64 token = e < E ? row_token[row] : local;
     uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
     const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);
-    for (int v = lane; v < kVec; v += 32) dst[v] = src[v];
+#if W4
+    // One 64-column block (8 vectors) per lane: read, permute in registers, write.
+    for (int b = lane; b < HIDDEN / 64; b += 32) {
+      u32 v[32], o[32];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint4 q = src[8 * b + i];
+        v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
+      }
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {  // logical columns 2i, 2i + 1
+        const int p0 = w4::physical_k(2 * i), p1 = w4::physical_k(2 * i + 1);  // constants once unrolled
+        o[i] = ((v[p0 >> 1] >> (16 * (p0 & 1))) & 0xFFFFu) | ((v[p1 >> 1] >> (16 * (p1 & 1))) << 16);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[8 * b + i] = make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+    }
+#else
+    for (int v = lane; v < HIDDEN / 8; v += 32) dst[v] = src[v];  // 16-byte vectors
+#endif
   }
 }

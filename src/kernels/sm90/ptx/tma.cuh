@@ -62,3 +62,14 @@ __device__ __forceinline__ void tma_store_wait_all() {
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
+
+// cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+//     [dst], [tmap, {c0, c1, c2}], [bar];   (PTX 8.0, sm_90)
+// As tma_load_2d with a third coordinate (the NVFP4 scales: {byte in row, k tile, expert}).
+__device__ __forceinline__ void tma_load_3d(u32 dst, const void* tmap, int c0, int c1, int c2, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}

@@ -182,3 +182,60 @@ __device__ __forceinline__ void wgmma_m64nk16_bf16_ss(float (&d)[N / 2], u64 des
     wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, scale_d);
   }
 }
+
+// ---- A from registers (the W4A16 decode GEMMs: weights dequantized in registers) ----
+// Register fragment of A for m64nNk16 bf16 (PTX ISA "Register fragments, matrix A",
+// identical to mma.m16n8k16's A per warp): warp w of the warpgroup holds rows 16w..16w+15;
+// with g = lane / 4, t = lane % 4, a[0] = (row g, k 2t..2t+1), a[1] = (row g+8, k 2t..2t+1),
+// a[2] = (row g, k 2t+8..2t+9), a[3] = (row g+8, k 2t+8..2t+9); the lower k in the low half.
+// The a registers must not change until the wgmma-group that reads them has completed
+// (wgmma_wait), exactly like the accumulators.
+
+// wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {d0..d7}, {a0..a3}, desc_b,
+//     p(scale_d), 1, 1, 0;   (PTX 8.0, sm_90a)   B K-major (imm-trans-b = 0)
+__device__ __forceinline__ void wgmma_m64n16k16_bf16_rs(float (&d)[8], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7"
+      "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+// As above with N = 32.
+__device__ __forceinline__ void wgmma_m64n32k16_bf16_rs(float (&d)[16], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+// As above with N = 64.
+__device__ __forceinline__ void wgmma_m64n64k16_bf16_rs(float (&d)[32], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_m64nk16_bf16_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
+  if constexpr (N == 16) wgmma_m64n16k16_bf16_rs(d, a, desc_b, scale_d);
+  else if constexpr (N == 32) wgmma_m64n32k16_bf16_rs(d, a, desc_b, scale_d);
+  else {
+    static_assert(N == 64, "token tiles of 16, 32 or 64");
+    wgmma_m64n64k16_bf16_rs(d, a, desc_b, scale_d);
+  }
+}

@@ -1,0 +1,84 @@
+// NVFP4 weights as the register A operand of the decode GEMMs (W4A16): the codes stay 4-bit
+// in device memory, in the portable prepared layout (src/backends/portable/layout.cpp:
+// row-major e2m1 pairs, the even column in the low nibble; e4m3 scales [K/32][rows][2] per
+// expert; one f32 global scale per expert matrix), and are dequantized in registers right
+// before the wgmma that consumes them.
+//
+// Which k a thread holds. In wgmma's A fragment thread (g, t) holds, per k16 step, columns
+// 2t, 2t+1, 2t+8, 2t+9 of rows g and g+8: scattered nibbles of the row. Instead the K order
+// is permuted inside every 64-column block so that thread t holds the 16 consecutive codes
+// t*16 .. t*16+15 of its rows (8 bytes: one 64-bit shared load per row per k-block, one
+// 16-element scale group). The activations are stored in the same permuted order (the
+// gather for GEMM 1's input, GEMM 1's epilogue for h): a dot product does not care about
+// the order of its terms as long as both sides agree. Logical column L of a block:
+//   kk = L / 16 (the k16 step), h = L / 8 % 2 (a[0]/a[1] or a[2]/a[3]), t = L / 2 % 4,
+//   lo/hi = L % 2  ->  physical column t*16 + (kk / 2)*8 + (kk % 2)*2 + h + 4*lohi,
+// chosen so that the bf16 pair of a register, (lo, hi), is codes j and j + 4 of one 32-bit
+// word: 16 bits apart, converted together by one shift-and-mask (pair_bits).
+//
+// Dequantization. An e2m1 code s.e1e0.m placed at bf16 bits 15 (sign) and 8..6 (e1 e0 m)
+// is exactly the code's value times 2^-126 (e = 0 lands on the bf16 subnormal m * 2^-127,
+// e > 0 on 2^(e-127) * 1.m). The scale is converted to bf16 times 2^118 (exact: e4m3 has 3
+// mantissa bits, and 448 * 2^118 < the bf16 maximum), so one bf16x2 multiply gives
+// code * scale * 2^-8, exactly (at most 6 significant bits); the epilogue multiplies the
+// f32 accumulator by global_scale * 2^8.
+#pragma once
+#include "common/convert.cuh"
+#include "sm90/w4_order.cuh"  // physical_k, logical_k
+
+namespace w4 {
+
+// bf16x2 bits of codes J (low half) and J + 4 (high half) of the eight e2m1 codes in w
+// (code i at bits 4i .. 4i+3), each times 2^-126.
+template <int J>
+__device__ __forceinline__ u32 pair_bits(u32 w) {
+  u32 mag;
+  if constexpr (J < 2) mag = w << (6 - 4 * J);
+  else mag = w >> (4 * J - 6);
+  return (mag & 0x01C001C0u) | ((w << (12 - 4 * J)) & 0x80008000u);
+}
+
+// d = a * b, bf16x2, round to nearest (exact here). Subnormal inputs are kept (no .ftz).
+__device__ __forceinline__ u32 mul_bf16x2(u32 a, u32 b) {
+  u32 d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Two e4m3 scales (byte 0, byte 1 of s) -> bf16x2 of each times 2^118 (low half from byte 0).
+__device__ __forceinline__ u32 scales_bf16x2(u32 s) {
+  float lo, hi;
+  asm("{\n.reg .b16 t, l, h;\n.reg .b32 f;\n"
+      "cvt.u16.u32 t, %2;\ncvt.rn.f16x2.e4m3x2 f, t;\nmov.b32 {l, h}, f;\n"
+      "cvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(s));
+  return pack_bf16x2(lo * 0x1p118f, hi * 0x1p118f);
+}
+
+// The low / high half of v in both halves.
+__device__ __forceinline__ u32 dup_lo(u32 v) { return __byte_perm(v, 0, 0x1010); }
+__device__ __forceinline__ u32 dup_hi(u32 v) { return __byte_perm(v, 0, 0x3232); }
+
+// The A fragments of one 64-column k-block for rows g (codes wa, scale lanes of sa) and g+8
+// (wb, sb): a[kk] feeds k16 step kk. wa.x holds codes 0..7 of the thread's 16, wa.y 8..15.
+__device__ __forceinline__ void dequant_block(uint2 wa, uint2 wb, u32 sa, u32 sb, u32 (&a)[4][4]) {
+  a[0][0] = mul_bf16x2(pair_bits<0>(wa.x), sa);
+  a[0][1] = mul_bf16x2(pair_bits<0>(wb.x), sb);
+  a[0][2] = mul_bf16x2(pair_bits<1>(wa.x), sa);
+  a[0][3] = mul_bf16x2(pair_bits<1>(wb.x), sb);
+  a[1][0] = mul_bf16x2(pair_bits<2>(wa.x), sa);
+  a[1][1] = mul_bf16x2(pair_bits<2>(wb.x), sb);
+  a[1][2] = mul_bf16x2(pair_bits<3>(wa.x), sa);
+  a[1][3] = mul_bf16x2(pair_bits<3>(wb.x), sb);
+  a[2][0] = mul_bf16x2(pair_bits<0>(wa.y), sa);
+  a[2][1] = mul_bf16x2(pair_bits<0>(wb.y), sb);
+  a[2][2] = mul_bf16x2(pair_bits<1>(wa.y), sa);
+  a[2][3] = mul_bf16x2(pair_bits<1>(wb.y), sb);
+  a[3][0] = mul_bf16x2(pair_bits<2>(wa.y), sa);
+  a[3][1] = mul_bf16x2(pair_bits<2>(wb.y), sb);
+  a[3][2] = mul_bf16x2(pair_bits<3>(wa.y), sa);
+  a[3][3] = mul_bf16x2(pair_bits<3>(wb.y), sb);
+}
+
+}  // namespace w4
