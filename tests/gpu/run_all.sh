@@ -118,7 +118,7 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
   for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
     csv="$logs/profile-T$T.csv"
     ncu --csv --print-units base --metrics "$metrics" -k regex:moe_ "$cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" \
-        --backend ${MOEFORGE_PROFILE_BACKEND:-auto} > "$csv" 2> "$logs/profile-T$T.err"
+        --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} > "$csv" 2> "$logs/profile-T$T.err"
     note "profile T=$T rc=$?"
     python3 - "$csv" "$T" <<'PY'
 import csv, sys, collections
