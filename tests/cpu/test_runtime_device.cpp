@@ -203,8 +203,14 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
   add(fault_kernel_spec());
   for (const std::string& p : presets::names())
     for (const Backend* b : all_backends())
-      if (b->needs_gpu())
+      if (b->needs_gpu()) {
         for (const KernelSpec& k : b->kernels(presets::get(p))) add(k);
+        if (b->name() == "sm90") {  // its NVFP4 (W4A16) variants too
+          MoeSpec nv = presets::get(p);
+          nv.weight_format = WeightFormat::NVFP4;
+          for (const KernelSpec& k : b->kernels(nv)) add(k);
+        }
+      }
   for (const std::string& target : supported_targets()) {
     for (const auto& [id, k] : specs) {
       if (!built_for(k, target)) continue;

@@ -37,11 +37,11 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
     if (w4_) {
       // Codes [E+S][N][K/2] bytes; scales [E+S][K/32][N][2] bytes (layout.cpp), boxes of 128 rows.
-      const uint32_t rows = kDecodeRows, code_box = kBK / 2, scale_box = 2 * kDecodeRows;
-      w13_rows_map_ = encode_u8(w.w13, {kp13 / 2, et * 2 * I}, {code_box, rows}, "w13 codes");
-      w2_rows_map_ = encode_u8(w.w2, {kp2 / 2, et * H}, {code_box, rows}, "w2 codes");
-      w13_scales_map_ = encode_u8(w.w13_scales, {2 * 2 * I, kp13 / 32, et}, {scale_box, 2, 1}, "w13 scales");
-      w2_scales_map_ = encode_u8(w.w2_scales, {2 * H, kp2 / 32, et}, {scale_box, 2, 1}, "w2 scales");
+      const uint32_t rows = kDecodeRows, k = decode_stage_k(true), scale_box = 2 * kDecodeRows;
+      w13_rows_map_ = encode_u8(w.w13, {kp13 / 2, et * 2 * I}, {k / 2, rows}, true, "w13 codes");
+      w2_rows_map_ = encode_u8(w.w2, {kp2 / 2, et * H}, {k / 2, rows}, true, "w2 codes");
+      w13_scales_map_ = encode_u8(w.w13_scales, {2 * 2 * I, kp13 / 32, et}, {scale_box, k / 32, 1}, false, "w13 scales");
+      w2_scales_map_ = encode_u8(w.w2_scales, {2 * H, kp2 / 32, et}, {scale_box, k / 32, 1}, false, "w2 scales");
       g13_ = w.g13;
       g2_ = w.g2;
       return;
@@ -73,14 +73,18 @@ class Sm90Gemms final : public portable::GemmPlugin {
     while (kDecodeTiles[ti] != bt) ++ti;
     const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, uint32_t(bt), "gathered x");
     const CUtensorMap h = encode_bf16_2d(c.h, I, rows, I * 2, uint32_t(bt), "h");
-    const unsigned experts = unsigned(spec_.num_experts + spec_.num_shared_experts);
+    // CTA rows: the experts that can have rows (each CTA row finds its expert on the device).
+    const int64_t et = spec_.num_experts + spec_.num_shared_experts;
+    const unsigned experts =
+        unsigned(std::clamp<int64_t>(c.tokens * spec_.topk + spec_.num_shared_experts, 1, et));
     const unsigned smem = unsigned(decode_smem_bytes(bt, w4_));
+    const int64_t ks = decode_stage_k(w4_);
     rt::launch_with(*decode_[ti][0], {unsigned(ceil_div(int64_t(2 * I), kDecodeRows)), experts}, {unsigned(kThreads)},
                     smem, c.stream, "gemm1", w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off,
-                    CUdeviceptr(0), c.h, int(2 * I), int(ceil_div(int64_t(H), kBK)));
+                    CUdeviceptr(0), c.h, int(2 * I), int(ceil_div(int64_t(H), ks)));
     rt::launch_with(*decode_[ti][1], {unsigned(ceil_div(int64_t(H), kDecodeRows)), experts}, {unsigned(kThreads)}, smem,
                     c.stream, "gemm2", w2_rows_map_, w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y,
-                    int(H), int(ceil_div(int64_t(I), kBK)));
+                    int(H), int(ceil_div(int64_t(I), ks)));
   }
 
   void run_wide(const portable::PluginChunk& c) const {

@@ -28,13 +28,16 @@ constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384, kEpiBox = 64;
 constexpr int kSmemBytes = 231424;  // 4 x (16 + 32) KB stages + 2 x 2 x 8 KB boxes + barriers, + 1 KB align
 constexpr int kGatherThreads = 256;
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64;
-// bf16 weights: 4 stages of 16 KB; NVFP4 (w4): 8 stages of 4 KB codes + 512 B scales.
+// bf16 weights: 4 stages of 64 K (16 KB); NVFP4 (w4): stages of 256 K (16 KB codes + 2 KB
+// scales), 4 / 3 / 2 of them at token tiles 16 / 32 / 64 (two CTAs per SM).
 constexpr int kDecodeRows = 128;
-constexpr int decode_stages(bool w4) { return w4 ? 8 : 4; }
+constexpr int decode_stage_k(bool w4) { return w4 ? 4 * kBK : kBK; }
+constexpr int decode_stages(int bt, bool w4) { return !w4 ? 4 : bt == 16 ? 4 : bt == 32 ? 3 : 2; }
 constexpr int decode_smem_bytes(int bt, bool w4 = false) {
-  const int weights = w4 ? kDecodeRows * kBK / 2 + 2 * kDecodeRows * 2 : kDecodeRows * kBK * 2;
-  const int stages = decode_stages(w4);
-  return (stages * (weights + bt * kBK * 2) + 16 * stages + 1023) / 1024 * 1024 + 1024;
+  const int k = decode_stage_k(w4);
+  const int weights = w4 ? kDecodeRows * k / 2 + (k / 32) * kDecodeRows * 2 : kDecodeRows * k * 2;
+  const int stages = decode_stages(bt, w4);
+  return (stages * (weights + bt * k * 2) + 16 * stages + 1023) / 1024 * 1024 + 1024;
 }
 inline constexpr const char* kTarget = "sm_90a";
 
@@ -71,9 +74,10 @@ Plan plan(const MoeSpec& spec, int64_t tokens);
 // refuses it.
 CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
                            uint32_t box_rows, const char* what);
-// A dense 2-D or 3-D byte tensor map (NVFP4 codes and scales), no swizzle: dims and box in
-// bytes, innermost first; strides follow from the dims.
+// A dense 2-D or 3-D byte tensor map (NVFP4 codes and scales): dims and box in bytes,
+// innermost first; strides follow from the dims. swizzle128: the 128-byte swizzle (box rows
+// of exactly 128 bytes), else none.
 CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_bytes,
-                      std::initializer_list<uint32_t> box_bytes, const char* what);
+                      std::initializer_list<uint32_t> box_bytes, bool swizzle128, const char* what);
 
 }  // namespace moeforge::sm90

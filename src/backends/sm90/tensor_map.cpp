@@ -45,7 +45,7 @@ CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint6
 }
 
 CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_bytes,
-                      std::initializer_list<uint32_t> box_bytes, const char* what) {
+                      std::initializer_list<uint32_t> box_bytes, bool swizzle128, const char* what) {
   const uint32_t rank = uint32_t(dims_bytes.size());
   if (rank < 2 || rank > 3 || box_bytes.size() != rank) throw InternalError("encode_u8: rank 2 or 3");
   cuuint64_t dims[3], strides[2];
@@ -57,7 +57,9 @@ CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_byt
     if (i > 0) strides[i - 1] = stride;
     stride *= dims[i];
   }
-  return encode(CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE, base, what);
+  if (swizzle128 && box[0] != 128) throw InternalError("encode_u8: the 128-byte swizzle needs 128-byte box rows");
+  return encode(CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, dims, strides, box,
+                swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, base, what);
 }
 
 }  // namespace moeforge::sm90

@@ -8,7 +8,10 @@
 //   GEMM_STAGE 1:  h[row, f] = act(gate, up)           (rows of expert e, f < I)
 //   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e][n])
 //
-// grid = (N / 128 weight tiles, E_TOTAL experts), block = 384: warpgroup 0 is the producer
+// grid = (N / 128 weight tiles, Y), block = 384, where CTA row y serves the y-th expert that
+// has rows (a ballot over counts; Y = min(E_TOTAL, T * k + S) from the host): at T = 1 a
+// grid over every expert was 97 % CTAs that exit at once, and those cost tens of us of
+// launch slots. Warpgroup 0 is the producer
 // (one thread issues TMA: the 128 x 64 weight tile and the BT x 64 token tile of each
 // k-block into a 4-stage ring), warpgroups 1 and 2 each own 64 of the 128 weight rows: one
 // m64nBTk16 wgmma per k16 step (A = weights, B = tokens, both K-major 128B-swizzled smem, the
@@ -26,18 +29,21 @@
 //
 // Inputs: x rows in expert order (sm90/gather.cuh) or h, segments from the portable permute
 // (seg_off, counts); weights in the portable prepared layout (src/backends/portable/layout.cpp).
-// NVFP4 weights (W4 = 1, W4A16): the weight tile is 128 rows x 32 bytes of e2m1 codes plus
-// its 2 x 256 bytes of e4m3 scales (a 3-D TMA box: 128 rows x 2 groups, 2 k tiles); each
-// consumer thread reads its 16 codes of rows r and r + 8 (two 64-bit shared loads),
-// dequantizes them into the wgmma A fragments (sm90/w4a16.cuh: K permuted inside 64-column
-// blocks, the activations stored in the same order) and issues the register-A wgmma. The
-// stage is 4.5 KB of weights instead of 16 KB, so the ring is 8 deep. The epilogue applies
-// the expert's global scale (times 2^8, see w4a16.cuh); GEMM 1 stores h in the permuted
-// order GEMM 2 reads.
+// NVFP4 weights (W4 = 1, W4A16): a stage covers 256 of K: 128 rows x 128 bytes of e2m1
+// codes (full 128-byte lines: 32-byte row pieces halved the DRAM rate, H200 95a6c03), TMA
+// 128B-swizzled so the 8 rows a warp reads at once fall in distinct banks, plus their
+// 8 x 256 bytes of e4m3 scales (a 3-D box: 128 rows x 2 groups, 8 k tiles) and 4 token boxes
+// of 64 columns. Per 64-column sub-block each consumer thread reads its 16 codes of rows r
+// and r + 8 (two 64-bit shared loads), dequantizes them into wgmma A fragments
+// (sm90/w4a16.cuh: K permuted inside 64-column blocks, the activations stored in the same
+// order) and issues 4 register-A wgmmas; two fragment sets alternate so one group stays in
+// flight (one set at BT = 32 and 64: the 80-register budget of two CTAs per SM). The
+// epilogue applies the expert's global scale (times 2^8, see w4a16.cuh); GEMM 1 stores h in
+// the permuted order GEMM 2 reads.
 //
-// Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), W4 (0 bf16
-// weights, 1 NVFP4), ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's
-// launch size, checked).
+// Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
+// W4 (0 bf16 weights, 1 NVFP4), ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES
+// (the host's launch size, checked).
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/mbarrier.cuh"
@@ -56,18 +62,22 @@ namespace sm90dec {
 
 constexpr int WM = 128, BK = 64, kConsumers = 2, kThreads = 128 * (1 + kConsumers);
 #if W4
-constexpr int STAGES = 8;
-constexpr u32 kWBytes = WM * BK / 2, kSBytes = 2 * WM * 2;  // codes; scales [2 k tiles][WM rows][2 groups]
+constexpr int SUB = 4;                                  // 64-column sub-blocks per stage
+constexpr int STAGES = BT == 16 ? 4 : BT == 32 ? 3 : 2;  // two CTAs per SM
+constexpr u32 kWBytes = WM * BK * SUB / 2;              // codes: 128 rows x 128 B
+constexpr u32 kSBytes = SUB * 2 * WM * 2;               // scales [8 k tiles][WM rows][2 groups]
+constexpr int kASets = BT == 16 ? 2 : 1;                // A fragment sets (one wgmma group in flight with 2)
 #else
-constexpr int STAGES = 4;
+constexpr int SUB = 1, STAGES = 4;
 constexpr u32 kWBytes = WM * BK * 2, kSBytes = 0;
 #endif
-constexpr u32 kStageBytes = kWBytes + kSBytes + BT * BK * 2;
+constexpr int KS = BK * SUB;  // K per stage
+constexpr u32 kStageBytes = kWBytes + kSBytes + BT * KS * 2;
 static_assert(BT == 16 || BT == 32 || BT == 64, "token tile");
 
 struct Smem {
-  alignas(1024) u16 x[STAGES][BT * BK];            // BT x 128 B per stage (a multiple of the 1024-B atom)
-  alignas(1024) unsigned char w[STAGES][kWBytes];  // bf16: 128B-swizzled rows; W4: 32-byte rows, no swizzle
+  alignas(1024) u16 x[STAGES][SUB][BT * BK];       // SUB boxes of BT x 128 B (multiples of the 1024-B atom)
+  alignas(1024) unsigned char w[STAGES][kWBytes];  // 128B-swizzled rows (bf16: 64 values, W4: 256 codes)
 #if W4
   alignas(128) unsigned char s[STAGES][kSBytes];
 #endif
@@ -77,6 +87,27 @@ struct Smem {
 static_assert(BT * BK * 2 % 1024 == 0, "token tiles keep the 1024-byte swizzle alignment");
 constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes == SM90_DECODE_SMEM_BYTES, "the host's decode smem size must match");
+
+// The n-th expert (in index order) with rows, -1 if there are fewer: each warp loads all
+// counts at once (one round trip), then ballots.
+__device__ __forceinline__ int nth_active_expert(const int* __restrict__ counts, int n) {
+  constexpr int kWords = (E_TOTAL + 31) / 32;
+  const int lane = threadIdx.x & 31;
+  int c[kWords];
+#pragma unroll
+  for (int j = 0; j < kWords; ++j) c[j] = 32 * j + lane < E_TOTAL ? counts[32 * j + lane] : 0;
+#pragma unroll
+  for (int j = 0; j < kWords; ++j) {
+    unsigned m = __ballot_sync(~0u, c[j] > 0);
+    const int k = __popc(m);
+    if (n < k) {
+      for (int i = 0; i < n; ++i) m &= m - 1;  // drop the n lowest set bits
+      return 32 * j + __ffs(m) - 1;
+    }
+    n -= k;
+  }
+  return -1;
+}
 
 }  // namespace sm90dec
 
@@ -90,9 +121,10 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #error "sm90/decode_gemm.cuh must be compiled for sm_90a"
 #endif
   using namespace sm90dec;
-  const int e = blockIdx.y, nt = blockIdx.x;
+  const int nt = blockIdx.x;
+  const int e = nth_active_expert(counts, blockIdx.y);  // block-uniform
+  if (e < 0) return;                                   // no barrier was touched
   const int count = counts[e];
-  if (count == 0) return;  // block-uniform: no barrier was touched
   const i64 seg = seg_off[e];
   const int chunks = (count + BT - 1) / BT;
 
@@ -126,12 +158,14 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
           const u32 full = smem_u32(&sm.full[s]);
           mbar_arrive_expect_tx(full, kStageBytes);
 #if W4
-          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * BK / 2, w_row, full);  // byte columns
-          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * 2, e, full);
+          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
+          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
 #else
-          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * BK, w_row, full);
+          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
 #endif
-          tma_load_2d(smem_u32(sm.x[s]), &tm_x, kb * BK, (int)(seg + (i64)c * BT), full);
+#pragma unroll
+          for (int j = 0; j < SUB; ++j)
+            tma_load_2d(smem_u32(sm.x[s][j]), &tm_x, kb * KS + j * BK, (int)(seg + (i64)c * BT), full);
         }
     }
     return;
@@ -143,46 +177,52 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   float acc[BT / 2];
   u32 it = 0;
   for (int c = 0; c < chunks; ++c) {
-#if W4
-    // Rows ra and ra + 8 of the tile: this thread's A rows. Its 16 codes per row are the
-    // 16-group t of the k-block: k tile t / 2, group t % 2 of the scales.
-    const int ra = cw * 64 + warp * 16 + g;
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-      mbar_wait(smem_u32(&sm.full[s]), ph);
-      const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 32 + t * 8]);
-      const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 32 + t * 8]);
-      const unsigned char* sc = &sm.s[s][(t >> 1) * WM * 2 + (t & 1)];
-      const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
-      u32 a[4][4];
-      w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), a);
-      wgmma_fence();
-#pragma unroll
-      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      const u32 x_addr = smem_u32(sm.x[s]);
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk)
-        wgmma_m64nk16_bf16_rs<BT>(acc, a[kk], wgmma_desc_k128b(x_addr + kk * 32), (kb > 0 || kk > 0) ? 1u : 0u);
-      wgmma_commit();
-      // The A registers are rewritten next k-block: wait for this group (other warpgroups
-      // on the SM keep the tensor pipe and the loads busy meanwhile).
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));
-    }
-    const float gs = gscale[e] * 256.0f;  // the 2^-8 of the dequantized codes (w4a16.cuh)
-#pragma unroll
-    for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
-#else
     u32 prev_s = 0;
+#if W4
+    // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
+    // Its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
+    // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2.
+    const int ra = cw * 64 + warp * 16 + g;
+    u32 a[kASets][4][4];
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+#pragma unroll
+      for (int j = 0; j < SUB; ++j) {
+        const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
+        const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
+        const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
+        const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
+        const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
+        u32(&aj)[4][4] = a[j % kASets];
+        w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
+        wgmma_fence();
+#pragma unroll
+        for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+        const u32 x_addr = smem_u32(sm.x[s][j]);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], wgmma_desc_k128b(x_addr + kk * 32), (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
+        wgmma_commit();
+        // The fragment set used one sub-block ago (or this one, with a single set) is
+        // rewritten next: wait until at most kASets - 1 groups are pending.
+        if constexpr (kASets == 2) wgmma_wait<1>();
+        else wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+        // Every group of the previous stage has completed: release it.
+        if (j == 0 && kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+      }
+      prev_s = s;
+    }
+#else
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
       mbar_wait(smem_u32(&sm.full[s]), ph);
       wgmma_fence();
 #pragma unroll
       for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s]);
+      const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s][0]);
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk)
         wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
@@ -194,12 +234,16 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
       if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
       prev_s = s;
     }
+#endif
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
     if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+#if W4
+    const float gs = gscale[e] * 256.0f;  // the 2^-8 of the dequantized codes (w4a16.cuh)
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
 #endif
-
     // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
     const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
 #pragma unroll
