@@ -114,7 +114,7 @@ if has bench; then
 fi
 
 if has profile; then  # ncu, one forward per T of the main job: where the time goes, kernel by kernel
-  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size
+  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active
   for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
     csv="$logs/profile-T$T.csv"
     ncu --csv --print-units base --metrics "$metrics" -k regex:moe_ "$cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" \
@@ -131,13 +131,14 @@ for r in data:
     d[r[ix["Metric Name"]]] = r[ix["Metric Value"]].replace(",", "")
 total = sum(float(d.get("gpu__time_duration.sum", 0)) for d in k.values())
 print(f"-- T={sys.argv[2]}: {len(k)} kernels, {total / 1e3:.1f} us of kernel time (ncu, serialized)")
-print(f"   {'kernel':<24}{'us':>10}{'share':>8}{'tensor%':>9}{'dram%':>7}{'L2hit%':>8}{'grid':>8}")
+print(f"   {'kernel':<24}{'us':>10}{'share':>8}{'tensor%':>9}{'dram%':>7}{'L2hit%':>8}{'issue%':>8}{'grid':>8}")
 for d in k.values():
     t = float(d.get("gpu__time_duration.sum", 0))
     print(f"   {d['name'][:24]:<24}{t / 1e3:>10.1f}{100 * t / max(total, 1):>7.1f}%"
           f"{d.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active', '-'):>9}"
           f"{d.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', '-'):>7}"
-          f"{d.get('lts__t_sector_hit_rate.pct', '-'):>8}{d.get('launch__grid_size', '-'):>8}")
+          f"{d.get('lts__t_sector_hit_rate.pct', '-'):>8}{d.get('smsp__issue_active.avg.pct_of_peak_sustained_active', '-'):>8}"
+          f"{d.get('launch__grid_size', '-'):>8}")
 PY
   done 2>&1 | tee "$logs/profile.txt"
 fi
