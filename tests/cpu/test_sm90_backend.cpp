@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/portable/portable.hpp"
 #include "backends/selftest.hpp"
 #include "backends/sm90/sm90.hpp"
 #include "moeforge/spec.hpp"
@@ -75,8 +76,9 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
   EXPECT_EQ(sm90_only, 2 + 6);  // wide GEMM 1 and 2; decode GEMM 1 and 2 for 3 token tiles
   EXPECT_EQ(decode, 6);
   // Two decode CTAs per SM at every token tile (the streaming depth the kernel assumes).
-  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt) + 1024), h.smem_per_sm) << bt;
-  EXPECT_EQ(sm90::decode_smem_bytes(64), 100352);
+  const int et = s.num_experts + s.num_shared_experts;
+  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, false, et) + 1024), h.smem_per_sm) << bt;
+  EXPECT_EQ(sm90::decode_smem_bytes(64, false, et), 100352);
   // NVFP4: no wide GEMMs; the decode GEMMs' deeper ring still fits twice per SM.
   MoeSpec nv = s;
   nv.weight_format = WeightFormat::NVFP4;
@@ -87,7 +89,10 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
     EXPECT_NE(k.entry, "moe_sm90_gemm");
   }
   EXPECT_EQ(nv_sm90, 6);
-  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true) + 1024), h.smem_per_sm) << bt;
+  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true, et) + 1024), h.smem_per_sm) << bt;
+  // The largest expert count the runtime takes still fits twice per SM.
+  for (int bt : sm90::kDecodeTiles)
+    EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
 }
 
 // The W4A16 K permutation (kernels/sm90/w4_order.cuh): a bijection of each

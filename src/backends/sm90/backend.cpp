@@ -73,16 +73,18 @@ class Sm90Gemms final : public portable::GemmPlugin {
     while (kDecodeTiles[ti] != bt) ++ti;
     const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, uint32_t(bt), "gathered x");
     const CUtensorMap h = encode_bf16_2d(c.h, I, rows, I * 2, uint32_t(bt), "h");
-    // CTA rows: the experts that can have rows (each CTA row finds its expert on the device).
+    // Persistent grid: two CTAs per SM at most, fewer when there are fewer (expert with rows,
+    // weight tile) items; at most T * k + S experts have rows.
     const int64_t et = spec_.num_experts + spec_.num_shared_experts;
-    const unsigned experts =
-        unsigned(std::clamp<int64_t>(c.tokens * spec_.topk + spec_.num_shared_experts, 1, et));
-    const unsigned smem = unsigned(decode_smem_bytes(bt, w4_));
+    const int64_t experts = std::clamp<int64_t>(c.tokens * spec_.topk + spec_.num_shared_experts, 1, et);
+    auto grid = [&](int64_t n) {
+      return rt::Dim3{unsigned(std::min<int64_t>(2 * sm_count_, experts * ceil_div(n, kDecodeRows)))};
+    };
+    const unsigned smem = unsigned(decode_smem_bytes(bt, w4_, int(et)));
     const int64_t ks = decode_stage_k(w4_);
-    rt::launch_with(*decode_[ti][0], {unsigned(ceil_div(int64_t(2 * I), kDecodeRows)), experts}, {unsigned(kThreads)},
-                    smem, c.stream, "gemm1", w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off,
+    rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I)), {unsigned(kThreads)}, smem, c.stream, "gemm1", w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off,
                     CUdeviceptr(0), c.h, int(2 * I), int(ceil_div(int64_t(H), ks)));
-    rt::launch_with(*decode_[ti][1], {unsigned(ceil_div(int64_t(H), kDecodeRows)), experts}, {unsigned(kThreads)}, smem,
+    rt::launch_with(*decode_[ti][1], grid(int64_t(H)), {unsigned(kThreads)}, smem,
                     c.stream, "gemm2", w2_rows_map_, w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y,
                     int(H), int(ceil_div(int64_t(I), ks)));
   }

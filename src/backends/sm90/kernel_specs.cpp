@@ -62,10 +62,10 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
                {"GEMM_N_OUT", std::to_string(stage == 1 ? spec.intermediate : spec.hidden)},
                {"W4", w4(spec) ? "1" : "0"},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
-               {"SM90_DECODE_SMEM_BYTES", std::to_string(decode_smem_bytes(bt, w4(spec)))}};
+               {"SM90_DECODE_SMEM_BYTES", std::to_string(decode_smem_bytes(bt, w4(spec), spec.num_experts + spec.num_shared_experts))}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
-  k.smem_bytes = decode_smem_bytes(bt, w4(spec));
+  k.smem_bytes = decode_smem_bytes(bt, w4(spec), spec.num_experts + spec.num_shared_experts);
   k.min_blocks_per_sm = 2;
   k.targets = {kTarget};
   return k;

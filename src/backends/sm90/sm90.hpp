@@ -33,11 +33,12 @@ constexpr int kGatherThreads = 256;
 constexpr int kDecodeRows = 128;
 constexpr int decode_stage_k(bool w4) { return w4 ? 4 * kBK : kBK; }
 constexpr int decode_stages(int bt, bool w4) { return !w4 ? 4 : bt == 16 ? 4 : bt == 32 ? 3 : 2; }
-constexpr int decode_smem_bytes(int bt, bool w4 = false) {
+// experts: E + S (the kernel lists the experts with rows in shared memory).
+constexpr int decode_smem_bytes(int bt, bool w4, int experts) {
   const int k = decode_stage_k(w4);
   const int weights = w4 ? kDecodeRows * k / 2 + (k / 32) * kDecodeRows * 2 : kDecodeRows * k * 2;
   const int stages = decode_stages(bt, w4);
-  return (stages * (weights + bt * k * 2) + 16 * stages + 1023) / 1024 * 1024 + 1024;
+  return (stages * (weights + bt * k * 2) + 16 * stages + 4 + 2 * experts + 1023) / 1024 * 1024 + 1024;
 }
 inline constexpr const char* kTarget = "sm_90a";
 

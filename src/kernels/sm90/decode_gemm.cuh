@@ -8,10 +8,12 @@
 //   GEMM_STAGE 1:  h[row, f] = act(gate, up)           (rows of expert e, f < I)
 //   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e][n])
 //
-// grid = (N / 128 weight tiles, Y), block = 384, where CTA row y serves the y-th expert that
-// has rows (a ballot over counts; Y = min(E_TOTAL, T * k + S) from the host): at T = 1 a
-// grid over every expert was 97 % CTAs that exit at once, and those cost tens of us of
-// launch slots. Warpgroup 0 is the producer
+// Persistent: grid = min(2 x SMs, Y x N / 128) CTAs (two per SM), block = 384. Work items
+// are (expert with rows, 128-row weight tile), the experts listed on the device from counts
+// (a ballot per 32 experts; the host bounds their number by Y = min(E_TOTAL, T * k + S)).
+// A grid of one CTA per (tile, expert) was 97 % CTAs that exit at once at T = 1, and at
+// T = 128 it paid a pipeline fill per 16 k-blocks. Each CTA strides over the items with the
+// stage ring running on, so only its first item fills the pipeline. Warpgroup 0 is the producer
 // (one thread issues TMA: the 128 x 64 weight tile and the BT x 64 token tile of each
 // k-block into a 4-stage ring), warpgroups 1 and 2 each own 64 of the 128 weight rows: one
 // m64nBTk16 wgmma per k16 step (A = weights, B = tokens, both K-major 128B-swizzled smem, the
@@ -83,30 +85,25 @@ struct Smem {
 #endif
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
+  int num_active;
+  u16 active[E_TOTAL];  // the experts with rows, in index order
 };
 static_assert(BT * BK * 2 % 1024 == 0, "token tiles keep the 1024-byte swizzle alignment");
 constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes == SM90_DECODE_SMEM_BYTES, "the host's decode smem size must match");
 
-// The n-th expert (in index order) with rows, -1 if there are fewer: each warp loads all
-// counts at once (one round trip), then ballots.
-__device__ __forceinline__ int nth_active_expert(const int* __restrict__ counts, int n) {
-  constexpr int kWords = (E_TOTAL + 31) / 32;
+// One warp lists the experts with rows into active[] (ballot + prefix count), in index order.
+__device__ __forceinline__ void list_active_experts(const int* __restrict__ counts, Smem& sm) {
   const int lane = threadIdx.x & 31;
-  int c[kWords];
-#pragma unroll
-  for (int j = 0; j < kWords; ++j) c[j] = 32 * j + lane < E_TOTAL ? counts[32 * j + lane] : 0;
-#pragma unroll
-  for (int j = 0; j < kWords; ++j) {
-    unsigned m = __ballot_sync(~0u, c[j] > 0);
-    const int k = __popc(m);
-    if (n < k) {
-      for (int i = 0; i < n; ++i) m &= m - 1;  // drop the n lowest set bits
-      return 32 * j + __ffs(m) - 1;
-    }
-    n -= k;
+  int n = 0;
+  for (int base = 0; base < E_TOTAL; base += 32) {
+    const int i = base + lane;
+    const bool has = i < E_TOTAL && counts[i] > 0;
+    const unsigned m = __ballot_sync(~0u, has);
+    if (has) sm.active[n + __popc(m & ((1u << lane) - 1u))] = (u16)i;
+    n += __popc(m);
   }
-  return -1;
+  if (lane == 0) sm.num_active = n;
 }
 
 }  // namespace sm90dec
@@ -121,13 +118,6 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #error "sm90/decode_gemm.cuh must be compiled for sm_90a"
 #endif
   using namespace sm90dec;
-  const int nt = blockIdx.x;
-  const int e = nth_active_expert(counts, blockIdx.y);  // block-uniform
-  if (e < 0) return;                                   // no barrier was touched
-  const int count = counts[e];
-  const i64 seg = seg_off[e];
-  const int chunks = (count + BT - 1) / BT;
-
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -139,9 +129,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
     }
     fence_mbar_init();
   }
+  if (threadIdx.x / 32 == 1) list_active_experts(counts, sm);
   __syncthreads();
+  // Work items (active expert y, weight tile nt), y-major, strided over the persistent grid;
+  // the stage ring runs on across items, so only the first item fills the pipeline.
+  const int n_tiles = (n_per_expert + WM - 1) / WM, n_items = sm.num_active * n_tiles;
 
-  const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
   if (wg == 0) {
     // ================= producer
     if (tid == 0) {
@@ -151,22 +144,28 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
       tma_prefetch_desc(&tm_s);
 #endif
       u32 it = 0;
-      for (int c = 0; c < chunks; ++c)
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-          const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
-          const u32 full = smem_u32(&sm.full[s]);
-          mbar_arrive_expect_tx(full, kStageBytes);
+      for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
+        const int e = sm.active[item / n_tiles], nt = item % n_tiles;
+        const int chunks = (counts[e] + BT - 1) / BT;
+        const i64 seg = seg_off[e];
+        const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
+        for (int c = 0; c < chunks; ++c)
+          for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+            const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+            mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
+            const u32 full = smem_u32(&sm.full[s]);
+            mbar_arrive_expect_tx(full, kStageBytes);
 #if W4
-          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
-          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
+            tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
+            tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
 #else
-          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
+            tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
 #endif
 #pragma unroll
-          for (int j = 0; j < SUB; ++j)
-            tma_load_2d(smem_u32(sm.x[s][j]), &tm_x, kb * KS + j * BK, (int)(seg + (i64)c * BT), full);
-        }
+            for (int j = 0; j < SUB; ++j)
+              tma_load_2d(smem_u32(sm.x[s][j]), &tm_x, kb * KS + j * BK, (int)(seg + (i64)c * BT), full);
+          }
+      }
     }
     return;
   }
@@ -176,96 +175,102 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   const int g = lane >> 2, t = lane & 3;
   float acc[BT / 2];
   u32 it = 0;
-  for (int c = 0; c < chunks; ++c) {
-    u32 prev_s = 0;
+  for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
+    const int e = sm.active[item / n_tiles], nt = item % n_tiles;
+    const int count = counts[e];
+    const i64 seg = seg_off[e];
+    const int chunks = (count + BT - 1) / BT;
+    for (int c = 0; c < chunks; ++c) {
+      u32 prev_s = 0;
 #if W4
-    // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
-    // Its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
-    // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2.
-    const int ra = cw * 64 + warp * 16 + g;
-    u32 a[kASets][4][4];
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-      mbar_wait(smem_u32(&sm.full[s]), ph);
+      // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
+      // Its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
+      // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2.
+      const int ra = cw * 64 + warp * 16 + g;
+      u32 a[kASets][4][4];
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+        mbar_wait(smem_u32(&sm.full[s]), ph);
 #pragma unroll
-      for (int j = 0; j < SUB; ++j) {
-        const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
-        const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
-        const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
-        const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
-        const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
-        u32(&aj)[4][4] = a[j % kASets];
-        w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
+        for (int j = 0; j < SUB; ++j) {
+          const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
+          const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
+          const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
+          const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
+          const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
+          u32(&aj)[4][4] = a[j % kASets];
+          w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
+          wgmma_fence();
+#pragma unroll
+          for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+          const u32 x_addr = smem_u32(sm.x[s][j]);
+#pragma unroll
+          for (int kk = 0; kk < BK / 16; ++kk)
+            wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], wgmma_desc_k128b(x_addr + kk * 32), (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
+          wgmma_commit();
+          // The fragment set used one sub-block ago (or this one, with a single set) is
+          // rewritten next: wait until at most kASets - 1 groups are pending.
+          if constexpr (kASets == 2) wgmma_wait<1>();
+          else wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+          // Every group of the previous stage has completed: release it.
+          if (j == 0 && kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+        }
+        prev_s = s;
+      }
+#else
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+        mbar_wait(smem_u32(&sm.full[s]), ph);
         wgmma_fence();
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-        const u32 x_addr = smem_u32(sm.x[s][j]);
+        const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s][0]);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], wgmma_desc_k128b(x_addr + kk * 32), (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
+          wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
+                                    (kb > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
-        // The fragment set used one sub-block ago (or this one, with a single set) is
-        // rewritten next: wait until at most kASets - 1 groups are pending.
-        if constexpr (kASets == 2) wgmma_wait<1>();
-        else wgmma_wait<0>();
+        wgmma_wait<1>();
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-        // Every group of the previous stage has completed: release it.
-        if (j == 0 && kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+        if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+        prev_s = s;
       }
-      prev_s = s;
-    }
-#else
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-      mbar_wait(smem_u32(&sm.full[s]), ph);
-      wgmma_fence();
-#pragma unroll
-      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s][0]);
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk)
-        wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
-                                  (kb > 0 || kk > 0) ? 1u : 0u);
-      wgmma_commit();
-      wgmma_wait<1>();
-#pragma unroll
-      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-      prev_s = s;
-    }
 #endif
-    wgmma_wait<0>();
+      wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-    if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
 #if W4
-    const float gs = gscale[e] * 256.0f;  // the 2^-8 of the dequantized codes (w4a16.cuh)
+      const float gs = gscale[e] * 256.0f;  // the 2^-8 of the dequantized codes (w4a16.cuh)
 #pragma unroll
-    for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
+      for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
 #endif
-    // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
-    const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
+      // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
+      const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
 #pragma unroll
-    for (int i = 0; i < BT / 8; ++i)
+      for (int i = 0; i < BT / 8; ++i)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int tok = c * BT + i * 8 + 2 * t + j;
-        if (tok >= count) continue;
-        const i64 row = seg + tok;
+        for (int j = 0; j < 2; ++j) {
+          const int tok = c * BT + i * 8 + 2 * t + j;
+          if (tok >= count) continue;
+          const i64 row = seg + tok;
 #if GEMM_STAGE == 1
-        const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
+          const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
 #if W4
-        const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
+          const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
 #else
-        const int col = f;
+          const int col = f;
 #endif
-        if (f < GEMM_N_OUT) out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
+          if (f < GEMM_N_OUT) out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
 #else
-        const float sc = row_scale[row];
-        if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);
-        if (r0 + 8 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0 + 8] = f32_to_bf16(acc[4 * i + 2 + j] * sc);
+          const float sc = row_scale[row];
+          if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);
+          if (r0 + 8 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0 + 8] = f32_to_bf16(acc[4 * i + 2 + j] * sc);
 #endif
-      }
+        }
+    }
   }
 }
