@@ -4,6 +4,8 @@
 // the GPU suite, tests/gpu/test_layer.cpp.)
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -11,10 +13,11 @@
 #include "backends/portable/portable.hpp"
 #include "backends/selftest.hpp"
 #include "backends/sm90/sm90.hpp"
+#include "moeforge/formats.hpp"
 #include "moeforge/spec.hpp"
 #include "runtime/device.hpp"
 #include "runtime/jit.hpp"
-#include "kernels/sm90/w4_order.cuh"
+#include "kernels/sm90/w4_format.cuh"
 
 namespace moeforge {
 namespace {
@@ -95,7 +98,7 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
     EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
 }
 
-// The W4A16 K permutation (kernels/sm90/w4_order.cuh): a bijection of each
+// The W4A16 K permutation (kernels/sm90/w4_format.cuh): a bijection of each
 // 64-column block whose inverse is logical_k, and thread t's 16 codes (physical t*16 ..
 // t*16+15) are exactly the logical columns its wgmma A fragment holds: 2t, 2t+1, 2t+8, 2t+9
 // of every k16 step.
@@ -136,6 +139,59 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   }
   EXPECT_TRUE(saw_wide);
   EXPECT_TRUE(saw_decode);
+}
+
+// The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a
+// word lands as a bf16 that is exactly code * 2^-126 (bf16 subnormals included), every finite
+// e4m3 scale times 2^118 is an exact, finite bf16, and their product (what mul.rn.bf16x2
+// computes) is exactly representable, so the kernel's dequantized weight is
+// code * scale * 2^-8 with no rounding; the epilogue's 2^8 undoes the offset.
+double bf16_value(unsigned bits16) {
+  float f;
+  const uint32_t u = uint32_t(bits16 & 0xFFFFu) << 16;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+bool fits_bf16(double v) {  // finite and at most 8 significant bits (normal range)
+  if (v == 0) return true;
+  int e;
+  const double m = std::frexp(std::fabs(v), &e);  // v = m * 2^e, m in [0.5, 1)
+  return std::isfinite(v) && e - 1 >= -126 && e - 1 <= 127 && std::ldexp(m, 8) == std::floor(std::ldexp(m, 8));
+}
+
+template <int J>
+void check_pair(unsigned code_lo, unsigned code_hi) {
+  const unsigned w = code_lo << (4 * J) | code_hi << (4 * (J + 4));  // the other codes 0
+  const unsigned r = w4::pair_bits<J>(w);
+  EXPECT_EQ(bf16_value(r & 0xFFFF), std::ldexp(formats::e2m1_to_float(code_lo), w4::kCodeExp)) << J << " " << code_lo;
+  EXPECT_EQ(bf16_value(r >> 16), std::ldexp(formats::e2m1_to_float(code_hi), w4::kCodeExp)) << J << " " << code_hi;
+  // Neighbouring codes must not leak in: all other nibbles set to 0xF.
+  unsigned noisy = w;
+  for (int i = 0; i < 8; ++i)
+    if (i != J && i != J + 4) noisy |= 0xFu << (4 * i);
+  EXPECT_EQ(w4::pair_bits<J>(noisy), r) << J;
+}
+
+TEST(Sm90Backend, W4DequantIsExact) {
+  for (unsigned a = 0; a < 16; ++a)
+    for (unsigned b = 0; b < 16; ++b) {
+      check_pair<0>(a, b);
+      check_pair<1>(a, b);
+      check_pair<2>(a, b);
+      check_pair<3>(a, b);
+    }
+  for (unsigned s = 0; s < 256; ++s) {
+    const double scale = formats::e4m3_to_float(uint8_t(s));
+    if (std::isnan(scale)) continue;
+    const double scaled = std::ldexp(scale, w4::kScaleExp);
+    ASSERT_TRUE(fits_bf16(scaled)) << "scale byte " << s;
+    for (unsigned c = 0; c < 16; ++c) {
+      const double code = formats::e2m1_to_float(c);
+      const double product = std::ldexp(code, w4::kCodeExp) * scaled;
+      ASSERT_TRUE(fits_bf16(product)) << s << " " << c;  // >= 2^-18: normal, exact
+      EXPECT_EQ(std::ldexp(product, w4::kEpilogueExp), code * scale) << s << " " << c;
+    }
+  }
 }
 
 }  // namespace

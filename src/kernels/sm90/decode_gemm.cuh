@@ -244,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
       for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
       if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
 #if W4
-      const float gs = gscale[e] * 256.0f;  // the 2^-8 of the dequantized codes (w4a16.cuh)
+      const float gs = gscale[e] * float(1 << w4::kEpilogueExp);  // the 2^-8 of the dequantized codes
 #pragma unroll
       for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
 #endif

@@ -24,19 +24,9 @@
 // f32 accumulator by global_scale * 2^8.
 #pragma once
 #include "common/convert.cuh"
-#include "sm90/w4_order.cuh"  // physical_k, logical_k
+#include "sm90/w4_format.cuh"  // physical_k, logical_k, pair_bits
 
 namespace w4 {
-
-// bf16x2 bits of codes J (low half) and J + 4 (high half) of the eight e2m1 codes in w
-// (code i at bits 4i .. 4i+3), each times 2^-126.
-template <int J>
-__device__ __forceinline__ u32 pair_bits(u32 w) {
-  u32 mag;
-  if constexpr (J < 2) mag = w << (6 - 4 * J);
-  else mag = w >> (4 * J - 6);
-  return (mag & 0x01C001C0u) | ((w << (12 - 4 * J)) & 0x80008000u);
-}
 
 // d = a * b, bf16x2, round to nearest (exact here). Subnormal inputs are kept (no .ftz).
 __device__ __forceinline__ u32 mul_bf16x2(u32 a, u32 b) {
@@ -53,6 +43,7 @@ __device__ __forceinline__ u32 scales_bf16x2(u32 s) {
       "cvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
       : "=f"(lo), "=f"(hi)
       : "r"(s));
+  static_assert(kScaleExp == 118, "the factor below");
   return pack_bf16x2(lo * 0x1p118f, hi * 0x1p118f);
 }
 
