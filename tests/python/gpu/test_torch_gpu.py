@@ -56,6 +56,23 @@ def test_cuda_tensors_vs_cpu_reference(layer, T):
     assert torch.equal(fresh, out)  # deterministic
 
 
+@pytest.mark.parametrize("weights", ["bf16", "fp8", "nvfp4", "mxfp4"])
+def test_every_weight_format_on_the_auto_backend(weights):
+    # auto takes sm90 on sm_90a for bf16 and nvfp4 (W4A16), the portable backend otherwise;
+    # whichever it is must match the CPU reference on the dequantized weights.
+    spec = gpu_spec(weight_format=weights)
+    lay = moeforge.MoeLayer(spec, backend="auto", device=0, seed=9)
+    on_sm90a = torch.cuda.get_device_capability(0) == (9, 0)
+    if on_sm90a and weights in ("bf16", "nvfp4"):
+        assert lay.backend == "sm90", lay.backend_reason
+    assert lay.backend != "cpu", lay.backend_reason
+    for T in (3, 200):
+        x, logits = make_inputs(spec, T, seed=100 + T)
+        out = lay(x, logits)
+        ref = _core._reference_forward(spec, lay.weights, x.cpu(), logits.cpu())
+        assert tref.rel(out.cpu(), torch.from_numpy(ref)) < 1e-2, (weights, lay.backend, T)
+
+
 def test_vs_plain_pytorch(layer):
     spec = layer.spec
     x, logits = make_inputs(spec, 96, seed=11)
