@@ -141,6 +141,18 @@ for d in k.values():
           f"{d.get('launch__grid_size', '-'):>8}")
 PY
   done 2>&1 | tee "$logs/profile.txt"
+  # Why a kernel is slow, not just how slow: ncu sections (e.g. "WarpStateStats SchedulerStats"
+  # for stall reasons and issue slots) on MOEFORGE_PROFILE_KERNEL (default moe_sm90_decode),
+  # the last 2 launches of one forward at the first MOEFORGE_PROFILE_TOKENS value.
+  if [ -n "${MOEFORGE_PROFILE_SECTIONS:-}" ]; then
+    T=${MOEFORGE_PROFILE_TOKENS:-128}; T=${T%% *}
+    sec_args=(); for sname in $MOEFORGE_PROFILE_SECTIONS; do sec_args+=(--section "$sname"); done
+    ncu "${sec_args[@]}" -k regex:"${MOEFORGE_PROFILE_KERNEL:-moe_sm90_decode}" "$cli" run \
+        --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-auto} \
+        --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} > "$logs/profile-sections-T$T.txt" 2>&1
+    note "profile sections T=$T rc=$?"
+    grep -E "^  [a-z_]+.*\(|Warp Cycles|Stall|Issue|Eligible|Active Warps" "$logs/profile-sections-T$T.txt" | tail -n 40
+  fi
 fi
 
 if has stress; then
