@@ -142,8 +142,9 @@ for d in k.values():
 PY
   done 2>&1 | tee "$logs/profile.txt"
   # Why a kernel is slow, not just how slow: ncu sections (e.g. "WarpStateStats SchedulerStats"
-  # for stall reasons and issue slots) on MOEFORGE_PROFILE_KERNEL (default moe_sm90_decode),
-  # the last 2 launches of one forward at the first MOEFORGE_PROFILE_TOKENS value.
+  # for stall reasons and issue slots) on MOEFORGE_PROFILE_KERNEL (default moe_sm90_decode):
+  # its first 2 launches (GEMM 1 and 2 of the first forward; an explicit backend runs no
+  # self-test) at the first MOEFORGE_PROFILE_TOKENS value.
   if [ -n "${MOEFORGE_PROFILE_SECTIONS:-}" ]; then
     T=${MOEFORGE_PROFILE_TOKENS:-128}; T=${T%% *}
     sec_args=(); for sname in $MOEFORGE_PROFILE_SECTIONS; do sec_args+=(--section "$sname"); done
