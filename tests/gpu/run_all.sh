@@ -148,8 +148,8 @@ PY
   if [ -n "${MOEFORGE_PROFILE_SECTIONS:-}" ]; then
     T=${MOEFORGE_PROFILE_TOKENS:-128}; T=${T%% *}
     sec_args=(); for sname in $MOEFORGE_PROFILE_SECTIONS; do sec_args+=(--section "$sname"); done
-    ncu "${sec_args[@]}" -k regex:"${MOEFORGE_PROFILE_KERNEL:-moe_sm90_decode}" "$cli" run \
-        --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-auto} \
+    ncu "${sec_args[@]}" -c 2 -k regex:"${MOEFORGE_PROFILE_KERNEL:-moe_sm90_decode}" "$cli" run \
+        --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-sm90} \
         --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} > "$logs/profile-sections-T$T.txt" 2>&1
     note "profile sections T=$T rc=$?"
     grep -E "^  [a-z_]+.*\(|Warp Cycles|Stall|Issue|Eligible|Active Warps" "$logs/profile-sections-T$T.txt" | tail -n 40
