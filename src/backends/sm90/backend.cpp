@@ -31,7 +31,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
     sm_count_ = info.sm_count;
     gather_ = &rt::load_kernel(device, gather_kernel(spec));
     for (int i = 0; i < 3; ++i)
-      for (int stage : {1, 2}) decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
+      for (int stage : {1, 2})
+        decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
@@ -40,7 +41,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
       const uint32_t rows = kDecodeRows, k = decode_stage_k(true), scale_box = 2 * kDecodeRows;
       w13_rows_map_ = encode_u8(w.w13, {kp13 / 2, et * 2 * I}, {k / 2, rows}, true, "w13 codes");
       w2_rows_map_ = encode_u8(w.w2, {kp2 / 2, et * H}, {k / 2, rows}, true, "w2 codes");
-      w13_scales_map_ = encode_u8(w.w13_scales, {2 * 2 * I, kp13 / 32, et}, {scale_box, k / 32, 1}, false, "w13 scales");
+      w13_scales_map_ =
+          encode_u8(w.w13_scales, {2 * 2 * I, kp13 / 32, et}, {scale_box, k / 32, 1}, false, "w13 scales");
       w2_scales_map_ = encode_u8(w.w2_scales, {2 * H, kp2 / 32, et}, {scale_box, k / 32, 1}, false, "w2 scales");
       g13_ = w.g13;
       g2_ = w.g2;
@@ -82,11 +84,11 @@ class Sm90Gemms final : public portable::GemmPlugin {
     };
     const unsigned smem = unsigned(decode_smem_bytes(bt, w4_, int(et)));
     const int64_t ks = decode_stage_k(w4_);
-    rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I)), {unsigned(kThreads)}, smem, c.stream, "gemm1", w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off,
-                    CUdeviceptr(0), c.h, int(2 * I), int(ceil_div(int64_t(H), ks)));
-    rt::launch_with(*decode_[ti][1], grid(int64_t(H)), {unsigned(kThreads)}, smem,
-                    c.stream, "gemm2", w2_rows_map_, w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y,
-                    int(H), int(ceil_div(int64_t(I), ks)));
+    rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I)), {unsigned(kThreads)}, smem, c.stream, "gemm1",
+                    w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off, CUdeviceptr(0), c.h, int(2 * I),
+                    int(ceil_div(int64_t(H), ks)));
+    rt::launch_with(*decode_[ti][1], grid(int64_t(H)), {unsigned(kThreads)}, smem, c.stream, "gemm2", w2_rows_map_,
+                    w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y, int(H), int(ceil_div(int64_t(I), ks)));
   }
 
   void run_wide(const portable::PluginChunk& c) const {

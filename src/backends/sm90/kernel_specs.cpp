@@ -54,6 +54,7 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec) {
 }
 
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
+  const int smem = decode_smem_bytes(bt, w4(spec), spec.num_experts + spec.num_shared_experts);
   rt::KernelSpec k;
   k.source = "sm90/decode_gemm.cuh";
   k.entry = "moe_sm90_decode";
@@ -62,10 +63,10 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
                {"GEMM_N_OUT", std::to_string(stage == 1 ? spec.intermediate : spec.hidden)},
                {"W4", w4(spec) ? "1" : "0"},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
-               {"SM90_DECODE_SMEM_BYTES", std::to_string(decode_smem_bytes(bt, w4(spec), spec.num_experts + spec.num_shared_experts))}};
+               {"SM90_DECODE_SMEM_BYTES", std::to_string(smem)}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
-  k.smem_bytes = decode_smem_bytes(bt, w4(spec), spec.num_experts + spec.num_shared_experts);
+  k.smem_bytes = smem;
   k.min_blocks_per_sm = 2;
   k.targets = {kTarget};
   return k;
