@@ -82,16 +82,17 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
   const int et = s.num_experts + s.num_shared_experts;
   for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, false, et) + 1024), h.smem_per_sm) << bt;
   EXPECT_EQ(sm90::decode_smem_bytes(64, false, et), 100352);
-  // NVFP4: no wide GEMMs; the decode GEMMs' deeper ring still fits twice per SM.
+  // NVFP4: the dequantizing wide GEMMs and the W4A16 decode GEMMs, all within the limits.
   MoeSpec nv = s;
   nv.weight_format = WeightFormat::NVFP4;
-  int nv_sm90 = 0;
+  int nv_sm90 = 0, nv_gathers = 0;
   for (const rt::KernelSpec& k : sm90_backend().kernels(nv)) {
     EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
     nv_sm90 += !k.targets.empty();
-    EXPECT_NE(k.entry, "moe_sm90_gemm");
+    nv_gathers += k.entry == "moe_sm90_gather";
   }
-  EXPECT_EQ(nv_sm90, 6);
+  EXPECT_EQ(nv_sm90, 2 + 6);
+  EXPECT_EQ(nv_gathers, 2);  // natural and W4A16 K order
   for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true, et) + 1024), h.smem_per_sm) << bt;
   // The largest expert count the runtime takes still fits twice per SM.
   for (int bt : sm90::kDecodeTiles)
@@ -116,29 +117,38 @@ TEST(Sm90Backend, W4PermutationMatchesTheFragmentLayout) {
 }
 
 TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
-  const MoeSpec s = presets::get("mistral-small-4");
-  const double c = sm90::crossover_rows(s);
-  for (int64_t T : {1, 8, 32, 64, 128, 512, 2048, 36308}) {
-    const double rows = double(T) * s.topk / s.num_experts;
-    const sm90::Plan p = sm90::plan(s, T);
-    EXPECT_EQ(p.wide, rows >= c) << T;
-    if (!p.wide) {
-      EXPECT_GE(p.bt, 16) << T;
-      EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;  // twice the average fits, unless at the cap
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::NVFP4}) {
+    SCOPED_TRACE(to_string(f));
+    MoeSpec s = presets::get("mistral-small-4");
+    s.weight_format = f;
+    const double c = sm90::crossover_rows(s);
+    for (int64_t T : {1, 8, 32, 64, 128, 512, 2048, 36308}) {
+      const double rows = double(T) * s.topk / s.num_experts;
+      const sm90::Plan p = sm90::plan(s, T);
+      EXPECT_EQ(p.wide, rows >= c) << T;
+      if (!p.wide) {
+        EXPECT_GE(p.bt, 16) << T;
+        EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;  // twice the average fits, unless at the cap
+      }
     }
+    const MoeSpec ts = self_test_spec(s);
+    bool saw_wide = false, saw_decode = c <= 0;
+    for (int64_t T : sm90_backend().self_test_tokens(ts)) {
+      EXPECT_EQ(T % 2, 1) << "odd sizes: partial tiles everywhere";
+      (sm90::plan(ts, T).wide ? saw_wide : saw_decode) = true;
+    }
+    EXPECT_TRUE(saw_wide);
+    EXPECT_TRUE(saw_decode);
   }
   // What bench records say ran.
+  const MoeSpec s = presets::get("mistral-small-4");
   EXPECT_EQ(sm90_backend().gemm_plan(s, 1), "decode GEMMs (16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(s, 36308), "wide GEMMs (128x256 tiles)");
   EXPECT_EQ(portable_backend().gemm_plan(s, 36308), "m128n128 GEMMs");
-  const MoeSpec ts = self_test_spec(s);
-  bool saw_wide = false, saw_decode = c <= 0;
-  for (int64_t T : sm90_backend().self_test_tokens(ts)) {
-    EXPECT_EQ(T % 2, 1) << "odd sizes: partial tiles everywhere";
-    (sm90::plan(ts, T).wide ? saw_wide : saw_decode) = true;
-  }
-  EXPECT_TRUE(saw_wide);
-  EXPECT_TRUE(saw_decode);
+  MoeSpec nv = s;
+  nv.weight_format = WeightFormat::NVFP4;
+  EXPECT_EQ(sm90_backend().gemm_plan(nv, 1), "decode GEMMs (nvfp4 W4A16, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(nv, 36308), "wide GEMMs (nvfp4 W4A16, 128x256 tiles)");
 }
 
 // The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a

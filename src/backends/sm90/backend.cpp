@@ -30,6 +30,9 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const rt::DeviceInfo& info = rt::cached_device_info(device);
     sm_count_ = info.sm_count;
     gather_ = &rt::load_kernel(device, gather_kernel(spec));
+    gather_w4_ = w4_ ? &rt::load_kernel(device, gather_kernel(spec, true)) : gather_;
+    gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
+    gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     for (int i = 0; i < 3; ++i)
       for (int stage : {1, 2})
         decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
@@ -37,33 +40,41 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
     if (w4_) {
-      // Codes [E+S][N][K/2] bytes; scales [E+S][K/32][N][2] bytes (layout.cpp), boxes of 128 rows.
-      const uint32_t rows = kDecodeRows, k = decode_stage_k(true), scale_box = 2 * kDecodeRows;
+      // Codes [E+S][N][K/2] bytes; scales [E+S][K/32][N][2] bytes (layout.cpp). Decode: boxes
+      // of 128 rows x 256 K (128B-swizzled codes); wide: 256 rows x 64 K (scales in two boxes
+      // of 128 rows).
+      const uint32_t k = decode_stage_k(true), rows = kDecodeRows, scale_box = 2 * 128;
       w13_rows_map_ = encode_u8(w.w13, {kp13 / 2, et * 2 * I}, {k / 2, rows}, true, "w13 codes");
       w2_rows_map_ = encode_u8(w.w2, {kp2 / 2, et * H}, {k / 2, rows}, true, "w2 codes");
       w13_scales_map_ =
           encode_u8(w.w13_scales, {2 * 2 * I, kp13 / 32, et}, {scale_box, k / 32, 1}, false, "w13 scales");
       w2_scales_map_ = encode_u8(w.w2_scales, {2 * H, kp2 / 32, et}, {scale_box, k / 32, 1}, false, "w2 scales");
+      w13_map_ = encode_u8(w.w13, {kp13 / 2, et * 2 * I}, {kBK / 2, kBN}, false, "w13 codes");
+      w2_map_ = encode_u8(w.w2, {kp2 / 2, et * H}, {kBK / 2, kBN}, false, "w2 codes");
+      w13_wide_scales_map_ = encode_u8(w.w13_scales, {2 * 2 * I, kp13 / 32, et}, {scale_box, kBK / 32, 1}, false,
+                                       "w13 scales");
+      w2_wide_scales_map_ = encode_u8(w.w2_scales, {2 * H, kp2 / 32, et}, {scale_box, kBK / 32, 1}, false, "w2 scales");
       g13_ = w.g13;
       g2_ = w.g2;
       return;
     }
-    gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
-    gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     w13_map_ = encode_bf16_2d(w.w13, kp13, et * 2 * I, kp13 * 2, kBN, "w13");
     w2_map_ = encode_bf16_2d(w.w2, kp2, et * H, kp2 * 2, kBN, "w2");
     w13_rows_map_ = encode_bf16_2d(w.w13, kp13, et * 2 * I, kp13 * 2, kDecodeRows, "w13");
     w2_rows_map_ = encode_bf16_2d(w.w2, kp2, et * H, kp2 * 2, kDecodeRows, "w2");
-    w13_scales_map_ = w13_rows_map_;  // unused by the bf16 decode GEMMs
-    w2_scales_map_ = w2_rows_map_;
+    // Unused by the bf16 kernels (any valid map).
+    w13_scales_map_ = w13_wide_scales_map_ = w13_rows_map_;
+    w2_scales_map_ = w2_wide_scales_map_ = w2_rows_map_;
   }
 
   int bm() const override { return kBM; }
 
   void run(const portable::PluginChunk& c) const override {
-    rt::launch_with(*gather_, {unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
-                    c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
     const Plan p = plan(spec_, c.tokens);
+    // The W4A16 decode GEMMs read x in their permuted K order, everything else in natural order.
+    const rt::LoadedKernel& gather = (w4_ && !p.wide) ? *gather_w4_ : *gather_;
+    rt::launch_with(gather, {unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
+                    c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
     if (p.wide) run_wide(c);
     else run_decode(c, p.bt);
   }
@@ -103,10 +114,12 @@ class Sm90Gemms final : public portable::GemmPlugin {
 
     const int n1 = int(ceil_div(int64_t(2 * I), kBN)), n2 = int(ceil_div(int64_t(H), kBN));
     const int kb1 = int(ceil_div(int64_t(H), kBK)), kb2 = int(ceil_div(int64_t(I), kBK));
-    rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, unsigned(kSmemBytes), c.stream, "gemm1",
-                    xg, w13_map_, h_out, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1, int(2 * I), kb1);
-    rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, unsigned(kSmemBytes), c.stream, "gemm2",
-                    h_in, w2_map_, y_out, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H), kb2);
+    const unsigned smem = unsigned(wide_smem_bytes(w4_));
+    rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xg, w13_map_,
+                    h_out, w13_wide_scales_map_, g13_, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1, int(2 * I),
+                    kb1);
+    rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", h_in, w2_map_,
+                    y_out, w2_wide_scales_map_, g2_, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H), kb2);
   }
 
   // Persistent: one CTA per SM at most (the tile count is only known on the device).
@@ -115,11 +128,12 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
   MoeSpec spec_;
-  bool w4_ = false;  // NVFP4 weights: decode GEMMs only (W4A16)
+  bool w4_ = false;  // NVFP4 weights: W4A16 decode GEMMs, dequantizing wide GEMMs
   int sm_count_ = 0;
-  const rt::LoadedKernel *gather_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
+  const rt::LoadedKernel *gather_ = nullptr, *gather_w4_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
   const rt::LoadedKernel* decode_[3][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
-  CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide)
+  CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4: their codes)
+  CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4: the wide GEMMs' scale boxes
   CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode; w4: their codes)
   CUtensorMap w13_scales_map_{}, w2_scales_map_{};  // w4: the codes' e4m3 scales
   CUdeviceptr g13_ = 0, g2_ = 0;                     // w4: the global scales
@@ -160,16 +174,15 @@ class Sm90Backend final : public Backend {
 
   std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
     const Plan p = plan(spec, tokens);
-    return p.wide ? "wide GEMMs (128x256 tiles)"
-                  : fmt::format("decode GEMMs ({}{}-token tiles)", w4(spec) ? "nvfp4 W4A16, " : "", p.bt);
+    const char* w = w4(spec) ? "nvfp4 W4A16, " : "";
+    return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w) : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);
   }
 
   std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {
     // A size on each side of the planner's crossover (c rows per expert): about c / 2 rows
     // per expert (decode; odd, at most 37) and c + 17 (wide; at most 4097), the first timed.
-    // NVFP4 (decode GEMMs only): a small T and one where experts take several 64-token passes.
     const double per_row = double(test_spec.num_experts) / test_spec.topk;
-    const double c = w4(test_spec) ? 2 * 64 : crossover_rows(test_spec);
+    const double c = crossover_rows(test_spec);
     std::vector<int64_t> t;
     if (c > 0) t.push_back(std::min<int64_t>(37, std::max<int64_t>(1, int64_t(c / 2 * per_row)) | 1));
     t.push_back(std::min<int64_t>(4097, int64_t((c + 17) * per_row)) | 1);

@@ -33,22 +33,24 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
   rt::KernelSpec k;
   k.source = "sm90/grouped_gemm.cuh";
   k.entry = "moe_sm90_gemm";
-  k.defines = {{"GEMM_STAGE", std::to_string(stage)}, {"SM90_SMEM_BYTES", std::to_string(kSmemBytes)}};
+  k.defines = {{"GEMM_STAGE", std::to_string(stage)},
+               {"W4", w4(spec) ? "1" : "0"},
+               {"SM90_SMEM_BYTES", std::to_string(wide_smem_bytes(w4(spec)))}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
-  k.smem_bytes = kSmemBytes;
+  k.smem_bytes = wide_smem_bytes(w4(spec));
   k.targets = {kTarget};
   return k;
 }
 
-rt::KernelSpec gather_kernel(const MoeSpec& spec) {
+rt::KernelSpec gather_kernel(const MoeSpec& spec, bool permute_k) {
   rt::KernelSpec k;
   k.source = "sm90/gather.cuh";
   k.entry = "moe_sm90_gather";
   k.defines = {{"E", std::to_string(spec.num_experts)},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"HIDDEN", std::to_string(spec.hidden)},
-               {"W4", w4(spec) ? "1" : "0"}};
+               {"W4", permute_k ? "1" : "0"}};
   k.threads = kGatherThreads;
   return k;
 }
@@ -76,10 +78,9 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   std::vector<rt::KernelSpec> out;
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
   out.push_back(gather_kernel(spec));
-  if (!w4(spec)) {
-    out.push_back(gemm_kernel(spec, 1));
-    out.push_back(gemm_kernel(spec, 2));
-  }
+  if (w4(spec)) out.push_back(gather_kernel(spec, true));
+  out.push_back(gemm_kernel(spec, 1));
+  out.push_back(gemm_kernel(spec, 2));
   for (int bt : kDecodeTiles)
     for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
   return out;

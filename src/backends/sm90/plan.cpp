@@ -21,17 +21,23 @@ namespace {
 // so the decode GEMMs win up to 1 row per expert and lose from 4: crossover 2.
 // (At 4e57f60 the wide GEMMs had beaten the portable ones at every T.)
 constexpr double kCrossoverRowsBf16 = 2.0;
+// NVFP4: PROVISIONAL, not yet measured (branch w4-tiled: the dequantizing wide GEMMs had not
+// run on a GPU when this was written). The decode GEMMs re-dequantize the weights once per
+// 64-token pass, so the wide ones should win earlier than at bf16's... to be measured with both
+// forced, as above, before this leaves the branch.
+constexpr double kCrossoverRowsW4 = 32.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
   const double forced = rt::settings().sm90_crossover;
-  return forced >= 0 ? forced : kCrossoverRowsBf16;
+  if (forced >= 0) return forced;
+  return w4(spec) ? kCrossoverRowsW4 : kCrossoverRowsBf16;
 }
 
 Plan plan(const MoeSpec& spec, int64_t tokens) {
   const double rows_per_expert = double(tokens) * spec.topk / double(spec.num_experts);
   Plan p;
-  p.wide = !w4(spec) && rows_per_expert >= crossover_rows(spec);
+  p.wide = rows_per_expert >= crossover_rows(spec);
   if (!p.wide) {
     // Twice the average, so that few experts need a second pass over their weights.
     p.bt = 64;

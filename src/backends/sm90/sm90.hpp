@@ -26,6 +26,9 @@ namespace moeforge::sm90 {
 // shared-memory size against SM90_SMEM_BYTES, so a drift fails to compile.
 constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384, kEpiBox = 64;
 constexpr int kSmemBytes = 231424;  // 4 x (16 + 32) KB stages + 2 x 2 x 8 KB boxes + barriers, + 1 KB align
+// NVFP4 (W4): 3 x (16 + 32 + 8 + 1) KB stages (A, dequantized B, codes, scales) + boxes + barriers.
+constexpr int kSmemBytesW4 = 209920;
+constexpr int wide_smem_bytes(bool w4) { return w4 ? kSmemBytesW4 : kSmemBytes; }
 constexpr int kGatherThreads = 256;
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64;
 // bf16 weights: 4 stages of 64 K (16 KB); NVFP4 (w4): stages of 256 K (16 KB codes + 2 KB
@@ -46,10 +49,12 @@ inline constexpr const char* kTarget = "sm_90a";
 std::string spec_unsupported(const MoeSpec& spec);
 
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
-rt::KernelSpec gather_kernel(const MoeSpec& spec);
+// permute_k: store x in the W4A16 decode GEMMs' K order (sm90/w4_format.cuh); the wide GEMMs
+// (bf16 or dequantized NVFP4 B tiles) read the natural order.
+rt::KernelSpec gather_kernel(const MoeSpec& spec, bool permute_k = false);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
-// NVFP4 weights: the decode GEMMs dequantize them in registers (W4A16, sm90/w4a16.cuh); there
-// are no wide GEMMs for them yet, so the planner runs the decode ones at every T.
+// NVFP4 weights: the decode GEMMs dequantize them in registers (W4A16, sm90/w4a16.cuh), the wide
+// ones into their shared-memory B tiles; the planner switches at its own crossover.
 inline bool w4(const MoeSpec& spec) { return spec.weight_format == WeightFormat::NVFP4; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the

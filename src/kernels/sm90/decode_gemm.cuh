@@ -174,6 +174,10 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   const int cw = wg - 1;
   const int g = lane >> 2, t = lane & 3;
   float acc[BT / 2];
+  // Descriptors advance with the address (bits 0-13 hold address / 16, no carry below 256 KB):
+  // computed once, offset per stage / sub-block / k16 step.
+  const u64 x_desc0 = wgmma_desc_k128b(smem_u32(sm.x[0][0]));
+  constexpr u32 kXStage = SUB * BT * BK * 2, kXSub = BT * BK * 2;  // bytes
   u32 it = 0;
   for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
     const int e = sm.active[item / n_tiles], nt = item % n_tiles;
@@ -203,10 +207,10 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
           wgmma_fence();
 #pragma unroll
           for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-          const u32 x_addr = smem_u32(sm.x[s][j]);
+          const u64 x_desc = x_desc0 + ((s * kXStage + j * kXSub) >> 4);
 #pragma unroll
           for (int kk = 0; kk < BK / 16; ++kk)
-            wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], wgmma_desc_k128b(x_addr + kk * 32), (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
+            wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
           wgmma_commit();
           // The fragment set used one sub-block ago (or this one, with a single set) is
           // rewritten next: wait until at most kASets - 1 groups are pending.

@@ -34,9 +34,18 @@
 // the same thread at the same fragment position, so each thread pairs d[8p + k] with
 // d[8p + 4 + k]. One N tile of 256 prepared rows gives 128 outputs (two store boxes).
 //
+// NVFP4 weights (W4 = 1): TMA brings the stage's 256 rows x 64 K of e2m1 codes (8 KB) and
+// their e4m3 scales instead of a bf16 B tile; the two consumer warpgroups dequantize it into
+// the same 128B-swizzled bf16 B tile the bf16 path loads (each its half of the rows, exact:
+// sm90/w4a16.cuh), meet at a named barrier, and run the unchanged wgmma loop. The next
+// k-block is dequantized while this one's wgmma group runs, so the tensor pipe is not idle
+// during dequantization. 3 stages (57 KB each). The expert's global scale (x 2^8) multiplies
+// the accumulators before the epilogue. A is read in natural K order (no W4 permutation: that
+// is the decode GEMMs' register-fragment order).
+//
 // Defines: GEMM_STAGE, ACT (0 SwiGLU, 1 GeGLU tanh, 2 clamped SwiGLU), ACT_ALPHA, ACT_LIMIT
-// (float literals; GEMM 1 only), SM90_SMEM_BYTES (the host's launch size, checked), optional
-// WAIT_LIMIT_NS (sm90/wait.cuh).
+// (float literals; GEMM 1 only), W4 (0 bf16 weights, 1 NVFP4), SM90_SMEM_BYTES (the host's
+// launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/math.cuh"
@@ -48,15 +57,28 @@
 #if GEMM_STAGE == 1
 #include "sm90/activation.cuh"
 #endif
+#if W4
+#include "sm90/w4a16.cuh"
+#endif
 
 namespace sm90 {
 
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int BM = 128, BN = 256, BK = 64;
+#if W4
+constexpr int STAGES = 3;
+constexpr u32 kCodeBytes = BN * BK / 2;                           // 256 rows x 32 B
+constexpr u32 kScaleBytes = 2 * (BK / 32) * 128 * 2;              // [row half][k tile][128 rows][2 groups]
+constexpr u32 kStageBytes = BM * BK * 2 + kCodeBytes + kScaleBytes;  // TMA bytes per stage
+#else
+constexpr int STAGES = 4;
+#endif
 constexpr int kConsumers = 2;                      // consumer warpgroups, 64 rows each
 constexpr int kThreads = 128 * (1 + kConsumers);  // 384
 constexpr int kEpiBox = 64;                        // TMA store box: 64 rows x 64 cols (128-B rows)
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+#if !W4
 constexpr u32 kStageBytes = (BM + BN) * BK * 2;    // 48 KB per stage
+#endif
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
 static_assert(BM == 64 * kConsumers, "each consumer warpgroup owns 64 rows");
 
@@ -66,6 +88,10 @@ struct Smem {
   alignas(1024) u16 a[STAGES][BM * BK];              // 16 KB per stage
   alignas(1024) u16 b[STAGES][BN * BK];              // 32 KB per stage
   alignas(1024) u16 d[kConsumers][2][64 * kEpiBox];  // 8 KB per box buffer
+#if W4
+  alignas(128) unsigned char codes[STAGES][kCodeBytes];
+  alignas(128) unsigned char scales[STAGES][kScaleBytes];
+#endif
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
 };
@@ -140,9 +166,33 @@ struct Epilogue {
 };
 #endif
 
-__device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d,
-                                          const int* __restrict__ tile_expert, int m_tiles, int n_tiles,
-                                          int n_per_expert, int k_blocks, Epilogue epi) {
+#if W4
+// Consumer warpgroup c writes rows c*128 .. c*128+127 of stage s's bf16 B tile from its codes:
+// thread tid handles 16-byte chunk q = tid % 8 (codes 8q .. 8q+7, one 16-group's half) of rows
+// tid / 8 + 16 k. A warp reads 4 code rows (128 contiguous bytes) and writes 4 swizzled bf16
+// rows (512 contiguous bytes): no bank conflicts.
+__device__ __forceinline__ void dequant_b(Smem& sm, u32 s, int c, int tid) {
+  const int q = tid & 7, grp = q >> 1;  // 16-group of the 64-K block
+  unsigned char* b = reinterpret_cast<unsigned char*>(sm.b[s]);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int row = c * 128 + (tid >> 3) + 16 * k;
+    const u32 w = *reinterpret_cast<const u32*>(&sm.codes[s][row * 32 + q * 4]);
+    const u32 sb = sm.scales[s][c * 512 + (grp >> 1) * 256 + (row & 127) * 2 + (grp & 1)];
+    const u32 sc = w4::dup_lo(w4::scales_bf16x2(sb));
+    // pair_bits<J>: codes (J, J + 4); B wants them in order: (0,1) (2,3) (4,5) (6,7).
+    const u32 p0 = w4::mul_bf16x2(w4::pair_bits<0>(w), sc), p1 = w4::mul_bf16x2(w4::pair_bits<1>(w), sc);
+    const u32 p2 = w4::mul_bf16x2(w4::pair_bits<2>(w), sc), p3 = w4::mul_bf16x2(w4::pair_bits<3>(w), sc);
+    *reinterpret_cast<uint4*>(b + row * 128 + ((q ^ (row & 7)) << 4)) =
+        make_uint4(__byte_perm(p0, p1, 0x5410), __byte_perm(p2, p3, 0x5410), __byte_perm(p0, p1, 0x7632),
+                   __byte_perm(p2, p3, 0x7632));
+  }
+}
+#endif
+
+__device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d, const void* tm_s,
+                                          const float* __restrict__ gscale, const int* __restrict__ tile_expert,
+                                          int m_tiles, int n_tiles, int n_per_expert, int k_blocks, Epilogue epi) {
   extern __shared__ unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -163,6 +213,9 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
     if (tid == 0) {
       tma_prefetch_desc(tm_a);
       tma_prefetch_desc(tm_b);
+#if W4
+      tma_prefetch_desc(tm_s);
+#endif
       TileScheduler sched(m_tiles, n_tiles);
       int mt, nt;
       u32 it = 0;  // k-block counter over all tiles: stage = it % STAGES, phase = it / STAGES
@@ -174,7 +227,15 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
           const u32 full = smem_u32(&sm.full[s]);
           mbar_arrive_expect_tx(full, kStageBytes);
           tma_load_2d(smem_u32(sm.a[s]), tm_a, kb * BK, mt * BM, full);
+#if W4
+          // Codes: byte columns; scales: {byte in the row pair, k tile, expert}, 128 rows a box.
+          const int e = tile_expert[mt];
+          tma_load_2d(smem_u32(sm.codes[s]), tm_b, kb * BK / 2, b_row, full);
+          tma_load_3d(smem_u32(sm.scales[s]), tm_s, nt * BN * 2, kb * (BK / 32), e, full);
+          tma_load_3d(smem_u32(sm.scales[s]) + kScaleBytes / 2, tm_s, (nt * BN + 128) * 2, kb * (BK / 32), e, full);
+#else
           tma_load_2d(smem_u32(sm.b[s]), tm_b, kb * BK, b_row, full);
+#endif
         }
       }
     }
@@ -196,9 +257,23 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
       // until at most one group is pending (block kb's), i.e. block kb - 1 finished reading
       // its stage, and release that stage. The tensor pipe never drains between k-blocks.
       u32 prev_s = 0;
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+#if W4
+      // The first k-block's B: TMA landed -> dequantized by both warpgroups -> barrier.
+      if (k_blocks > 0) {
         const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
         mbar_wait(smem_u32(&sm.full[s]), ph);
+        dequant_b(sm, s, c, tid);
+        fence_proxy_async_smem();  // generic smem writes -> the wgmma (async proxy) reads
+        named_bar_sync(3, 256);
+      }
+#endif
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+#if !W4
+        mbar_wait(smem_u32(&sm.full[s]), ph);  // (W4: waited before dequantizing this stage)
+#else
+        (void)ph;
+#endif
         wgmma_fence();
 #pragma unroll
         for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
@@ -208,17 +283,36 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
           wgmma_m64n256k16_bf16_ss(acc, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
                                    (kb > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
+#if W4
+        // While this k-block's group runs: the next one's B (its stage was released by both
+        // warpgroups before the producer refilled it, and full[] says the refill landed).
+        const bool more = kb + 1 < k_blocks;
+        if (more) {
+          const u32 s1 = (it + 1) % STAGES, ph1 = ((it + 1) / STAGES) & 1u;
+          mbar_wait(smem_u32(&sm.full[s1]), ph1);
+          dequant_b(sm, s1, c, tid);
+          fence_proxy_async_smem();
+        }
+#endif
         wgmma_wait<1>();
 #pragma unroll
         for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
         if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
         prev_s = s;
+#if W4
+        if (more) named_bar_sync(3, 256);  // both halves of the next B tile are written
+#endif
       }
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
       if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
 
+#if W4
+      const float gs = gscale[tile_expert[mt]] * float(1 << w4::kEpilogueExp);  // global scale, 2^8
+#pragma unroll
+      for (int i = 0; i < 128; ++i) acc[i] *= gs;
+#endif
       // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
       const int m_row0 = mt * BM + c * 64;
       epi.begin_tile(mt, c, r0);
@@ -244,11 +338,13 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 }  // namespace sm90
 
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
-// tm_a: A [rows, K]; tm_b: W [E_TOTAL * N, KP]; tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H).
-// row_scale: GEMM 2 only (null for GEMM 1).
+// tm_a: A [rows, K]; tm_b: W [E_TOTAL * N, KP] (W4: its codes, [E_TOTAL * N, KP / 2] bytes);
+// tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H). W4: tm_s the scales' 3-D map, gscale the
+// [E_TOTAL] global scales (bf16: any map, null). row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
     moe_sm90_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_b,
-                  const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
+                  const __grid_constant__ TensorMap tm_d, const __grid_constant__ TensorMap tm_s,
+                  const float* __restrict__ gscale, const int* __restrict__ tile_expert,
                   const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
                   int n_tiles, int n_per_expert, int k_blocks) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -259,5 +355,5 @@ extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
   epi.row_scale = row_scale;
 #endif
   const int m_tiles = min(*num_tiles, tile_bound);  // tile_expert holds tile_bound entries
-  sm90::gemm_body(&tm_a, &tm_b, &tm_d, tile_expert, m_tiles, n_tiles, n_per_expert, k_blocks, epi);
+  sm90::gemm_body(&tm_a, &tm_b, &tm_d, &tm_s, gscale, tile_expert, m_tiles, n_tiles, n_per_expert, k_blocks, epi);
 }

@@ -25,10 +25,14 @@ W4_HD constexpr int logical_k(int p) {
 
 // bf16x2 bits of codes J (low half) and J + 4 (high half) of the eight e2m1 codes in w
 // (code i at bits 4i .. 4i+3), each times 2^-126: sign to bit 15, e1 e0 m to bits 8..6.
+// Isolate the two codes (at bits 0-3 and 16-19, or 4-7 and 20-23: codes 2, 3, 6, 7 come from
+// w >> 8), then one multiply makes two shifted copies, by 6 and by 12 (by 2 and 8), which
+// cannot overlap or carry: the first puts e1 e0 m on bits 8..6, the second the sign on bit 15;
+// the mask keeps just those. Three instructions per pair (the multiply on the FMA pipe).
 template <int J>
 W4_HD constexpr unsigned pair_bits(unsigned w) {
-  const unsigned mag = J < 2 ? w << (6 - 4 * J) : w >> (4 * J - 6);
-  return (mag & 0x01C001C0u) | ((w << (12 - 4 * J)) & 0x80008000u);
+  const unsigned v = (J < 2 ? w : w >> 8) & (J % 2 ? 0x00F000F0u : 0x000F000Fu);
+  return (v * (J % 2 ? 0x104u : 0x1040u)) & 0x81C081C0u;
 }
 // The exponent offset those bits carry (2^-126) and the one the scales get (2^118): the
 // dequantized product is code * scale * 2^-8, undone by the epilogue's 2^8.
