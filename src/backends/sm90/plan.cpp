@@ -21,11 +21,14 @@ namespace {
 // so the decode GEMMs win up to 1 row per expert and lose from 4: crossover 2.
 // (At 4e57f60 the wide GEMMs had beaten the portable ones at every T.)
 constexpr double kCrossoverRowsBf16 = 2.0;
-// NVFP4: PROVISIONAL, not yet measured (branch w4-tiled: the dequantizing wide GEMMs had not
-// run on a GPU when this was written). The decode GEMMs re-dequantize the weights once per
-// 64-token pass, so the wide ones should win earlier than at bf16's... to be measured with both
-// forced, as above, before this leaves the branch.
-constexpr double kCrossoverRowsW4 = 32.0;
+// NVFP4 (W4A16 dequantizing GEMMs), measured on the H200 at 1092df2, Mistral-Small-4, both
+// forced in one run (bench/results/2026-11-30-1092df2-bench-mistral-small-4-sm90-{decode,wide}-nvfp4.json), us:
+//   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)   36308 (1135)
+//   decode             827.1     1236.0     2436.5      8216.9       36048.4
+//   wide              2262.8     2280.6     2558.0      6239.4       22541.4
+// The decode GEMMs win up to 64 rows per expert and lose at 256: the crossover lies between,
+// 128 is their geometric middle (T = 4096 here, not yet measured on its own).
+constexpr double kCrossoverRowsW4 = 128.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
