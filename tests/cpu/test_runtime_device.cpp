@@ -205,11 +205,12 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
     for (const Backend* b : all_backends())
       if (b->needs_gpu()) {
         for (const KernelSpec& k : b->kernels(presets::get(p))) add(k);
-        if (b->name() == "sm90") {  // its NVFP4 (W4A16) variants too
-          MoeSpec nv = presets::get(p);
-          nv.weight_format = WeightFormat::NVFP4;
-          for (const KernelSpec& k : b->kernels(nv)) add(k);
-        }
+        if (b->name() == "sm90")  // its NVFP4 (W4A16) and FP8 (W8A16) variants too
+          for (WeightFormat f : {WeightFormat::NVFP4, WeightFormat::FP8_Block128}) {
+            MoeSpec q = presets::get(p);
+            q.weight_format = f;
+            for (const KernelSpec& k : b->kernels(q)) add(k);
+          }
       }
   for (const std::string& target : supported_targets()) {
     for (const auto& [id, k] : specs) {

@@ -47,15 +47,17 @@ TEST(Sm90Backend, ServesBf16WithoutBiasAndSaysWhyNotOtherwise) {
   for (const char* p : {"mistral-small-4", "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b"})
     EXPECT_EQ(b.why_not(presets::get(p), &h), "") << p;
   EXPECT_NE(b.why_not(presets::get("gpt-oss-120b"), &h).find("bias"), std::string::npos);
-  MoeSpec fp8 = presets::get("mistral-small-4");
-  fp8.weight_format = WeightFormat::FP8_Block128;
-  EXPECT_NE(b.why_not(fp8, &h).find("fp8"), std::string::npos);
-  // NVFP4: served (W4A16 decode GEMMs) when H and I are multiples of 64.
-  MoeSpec nv = presets::get("mistral-small-4");
-  nv.weight_format = WeightFormat::NVFP4;
-  EXPECT_EQ(b.why_not(nv, &h), "");
-  nv.intermediate = nv.shared_intermediate = 2048 + 32;
-  EXPECT_NE(b.why_not(nv, &h).find("divisible by 64"), std::string::npos) << b.why_not(nv, &h);
+  MoeSpec mx = presets::get("mistral-small-4");
+  mx.weight_format = WeightFormat::MXFP4;
+  EXPECT_NE(b.why_not(mx, &h).find("mxfp4"), std::string::npos);
+  // NVFP4 and FP8: served (W4A16 / W8A16 GEMMs) when H and I are multiples of 64.
+  for (WeightFormat f : {WeightFormat::NVFP4, WeightFormat::FP8_Block128}) {
+    MoeSpec q = presets::get("mistral-small-4");
+    q.weight_format = f;
+    EXPECT_EQ(b.why_not(q, &h), "") << to_string(f);
+    q.intermediate = q.shared_intermediate = 2048 + 32;
+    EXPECT_NE(b.why_not(q, &h).find("divisible by 64"), std::string::npos) << b.why_not(q, &h);
+  }
   rt::DeviceInfo ada = h;
   ada.cc_major = 8;
   ada.cc_minor = 9;
@@ -80,23 +82,29 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
   EXPECT_EQ(decode, 6);
   // Two decode CTAs per SM at every token tile (the streaming depth the kernel assumes).
   const int et = s.num_experts + s.num_shared_experts;
-  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, false, et) + 1024), h.smem_per_sm) << bt;
-  EXPECT_EQ(sm90::decode_smem_bytes(64, false, et), 100352);
-  // NVFP4: the dequantizing wide GEMMs and the W4A16 decode GEMMs, all within the limits.
-  MoeSpec nv = s;
-  nv.weight_format = WeightFormat::NVFP4;
-  int nv_sm90 = 0, nv_gathers = 0;
-  for (const rt::KernelSpec& k : sm90_backend().kernels(nv)) {
-    EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
-    nv_sm90 += !k.targets.empty();
-    nv_gathers += k.entry == "moe_sm90_gather";
-  }
-  EXPECT_EQ(nv_sm90, 2 + 6);
-  EXPECT_EQ(nv_gathers, 2);  // natural and W4A16 K order
-  for (int bt : sm90::kDecodeTiles) EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true, et) + 1024), h.smem_per_sm) << bt;
-  // The largest expert count the runtime takes still fits twice per SM.
   for (int bt : sm90::kDecodeTiles)
-    EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, true, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
+    EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, sm90::Codes::BF16, et) + 1024), h.smem_per_sm) << bt;
+  EXPECT_EQ(sm90::decode_smem_bytes(64, sm90::Codes::BF16, et), 100352);
+  // NVFP4 and FP8: the dequantizing wide GEMMs and the W4A16 / W8A16 decode GEMMs, all within
+  // the limits, two decode CTAs per SM even at the largest expert count the runtime takes.
+  for (WeightFormat f : {WeightFormat::NVFP4, WeightFormat::FP8_Block128}) {
+    SCOPED_TRACE(to_string(f));
+    MoeSpec q = s;
+    q.weight_format = f;
+    int q_sm90 = 0, q_gathers = 0;
+    for (const rt::KernelSpec& k : sm90_backend().kernels(q)) {
+      EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
+      q_sm90 += !k.targets.empty();
+      q_gathers += k.entry == "moe_sm90_gather";
+    }
+    EXPECT_EQ(q_sm90, 2 + 6);
+    EXPECT_EQ(q_gathers, 2);  // natural and permuted K order
+    const sm90::Codes c = sm90::codes(q);
+    for (int bt : sm90::kDecodeTiles) {
+      EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, et) + 1024), h.smem_per_sm) << bt;
+      EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
+    }
+  }
 }
 
 // The W4A16 K permutation (kernels/sm90/w4_format.cuh): a bijection of each
@@ -117,7 +125,7 @@ TEST(Sm90Backend, W4PermutationMatchesTheFragmentLayout) {
 }
 
 TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
-  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::NVFP4}) {
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::NVFP4, WeightFormat::FP8_Block128}) {
     SCOPED_TRACE(to_string(f));
     MoeSpec s = presets::get("mistral-small-4");
     s.weight_format = f;
@@ -149,6 +157,10 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   nv.weight_format = WeightFormat::NVFP4;
   EXPECT_EQ(sm90_backend().gemm_plan(nv, 1), "decode GEMMs (nvfp4 W4A16, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(nv, 36308), "wide GEMMs (nvfp4 W4A16, 128x256 tiles)");
+  MoeSpec f8 = s;
+  f8.weight_format = WeightFormat::FP8_Block128;
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1), "decode GEMMs (fp8 W8A16, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 36308), "wide GEMMs (fp8 W8A16, 128x256 tiles)");
 }
 
 // The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a

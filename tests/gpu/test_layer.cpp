@@ -211,8 +211,9 @@ std::string param_name(const ::testing::TestParamInfo<Param>& i) {
 INSTANTIATE_TEST_SUITE_P(All, PortableLayerMatrix, ::testing::ValuesIn(all_params()), param_name);
 
 // ---------------------------------------------------------------- sm90 ----------
-// The sm90 backend on every model it serves (bf16 and nvfp4 weights, no expert biases:
-// gpt-oss is the portable backend's), every T. NVFP4 runs the W4A16 decode GEMMs at every T. Which GEMMs run depends on the planner's crossover:
+// The sm90 backend on every model it serves (bf16, fp8 and nvfp4 weights, no expert biases:
+// gpt-oss is the portable backend's), every T. Which GEMMs run depends on the planner's
+// crossover (fp8 and nvfp4: the W8A16 / W4A16 decode GEMMs or the dequantizing wide ones):
 // run_all.sh runs this matrix as is, with MOEFORGE_SM90_CROSSOVER=0 (the wide GEMMs at every
 // T, T = 1 included) and with MOEFORGE_SM90_CROSSOVER=1e9 (the decode GEMMs at every T, up
 // to T = 36308 where each expert's tokens take many 64-token passes).
@@ -225,7 +226,7 @@ TEST_P(Sm90LayerMatrix, MatchesReference) {
   if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
   MoeSpec spec = reduced(GetParam().model);
   spec.weight_format = GetParam().format;
-  if (spec.weight_format == WeightFormat::NVFP4) {  // sm90 needs H, I divisible by 64 (custom-geglu: I = 160)
+  if (spec.weight_format != WeightFormat::BF16) {  // sm90 needs H, I divisible by 64 (custom-geglu: I = 160)
     spec.intermediate = (spec.intermediate + 63) / 64 * 64;
     if (spec.num_shared_experts) spec.shared_intermediate = spec.intermediate;
   }
@@ -235,7 +236,7 @@ TEST_P(Sm90LayerMatrix, MatchesReference) {
 
 std::vector<Param> sm90_params() {
   std::vector<Param> v;
-  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::NVFP4})
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4})
     for (const char* m : kModels)
       if (std::string(m) != "gpt-oss-120b")
         for (int64_t T : kTokens) v.push_back({m, f, T});
@@ -251,15 +252,15 @@ TEST(Sm90Layer, AutoChoosesItOnSm90aAndSaysWhyNotElsewhere) {
   if (on_sm90a()) {
     EXPECT_EQ(layer.backend_name(), "sm90") << layer.backend_reason();
     // What it does not serve goes to the portable backend, with the reason recorded.
-    MoeSpec fp8 = spec;
-    fp8.weight_format = WeightFormat::FP8_Block128;
-    const MoeLayer l8 = MoeLayer::create(fp8, make_synthetic_weights(fp8, 7), {.backend = "auto", .device = 0});
-    EXPECT_EQ(l8.backend_name(), "portable");
+    MoeSpec mx = spec;
+    mx.weight_format = WeightFormat::MXFP4;
+    const MoeLayer l4 = MoeLayer::create(mx, make_synthetic_weights(mx, 7), {.backend = "auto", .device = 0});
+    EXPECT_EQ(l4.backend_name(), "portable");
     try {
-      (void)MoeLayer::create(fp8, make_synthetic_weights(fp8, 7), {.backend = "sm90", .device = 0});
+      (void)MoeLayer::create(mx, make_synthetic_weights(mx, 7), {.backend = "sm90", .device = 0});
       ADD_FAILURE() << "expected Unsupported";
     } catch (const Unsupported& e) {
-      EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("mxfp4"), std::string::npos) << e.what();
     }
   } else {
     EXPECT_NE(layer.backend_name(), "sm90");

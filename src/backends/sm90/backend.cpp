@@ -26,11 +26,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 class Sm90Gemms final : public portable::GemmPlugin {
  public:
-  Sm90Gemms(const MoeSpec& spec, int device, const portable::LayerWeights& w) : spec_(spec), w4_(w4(spec)) {
+  Sm90Gemms(const MoeSpec& spec, int device, const portable::LayerWeights& w) : spec_(spec), codes_(codes(spec)) {
     const rt::DeviceInfo& info = rt::cached_device_info(device);
     sm_count_ = info.sm_count;
     gather_ = &rt::load_kernel(device, gather_kernel(spec));
-    gather_w4_ = w4_ ? &rt::load_kernel(device, gather_kernel(spec, true)) : gather_;
+    gather_permuted_ = permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, true)) : gather_;
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     for (int i = 0; i < 3; ++i)
@@ -39,11 +39,26 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
-    if (w4_) {
+    if (codes_ == Codes::W8) {
+      // Codes [E+S][N][KP] bytes; scales [E+S][KP/128][N] f32 (layout.cpp). Decode: boxes of
+      // 128 rows x 128 K (128B-swizzled codes) and 128 scales; wide: 256 rows x 64 K, 256 scales.
+      const uint32_t k = decode_stage_k(codes_), rows = kDecodeRows;
+      const uint64_t kb13 = (kp13 + 127) / 128, kb2 = (kp2 + 127) / 128;
+      w13_rows_map_ = encode_u8(w.w13, {kp13, et * 2 * I}, {k, rows}, true, "w13 codes");
+      w2_rows_map_ = encode_u8(w.w2, {kp2, et * H}, {k, rows}, true, "w2 codes");
+      w13_scales_map_ = encode_f32(w.w13_scales, {2 * I, kb13, et}, {rows, 1, 1}, "w13 scales");
+      w2_scales_map_ = encode_f32(w.w2_scales, {H, kb2, et}, {rows, 1, 1}, "w2 scales");
+      w13_map_ = encode_u8(w.w13, {kp13, et * 2 * I}, {kBK, kBN}, false, "w13 codes");
+      w2_map_ = encode_u8(w.w2, {kp2, et * H}, {kBK, kBN}, false, "w2 codes");
+      w13_wide_scales_map_ = encode_f32(w.w13_scales, {2 * I, kb13, et}, {kBN, 1, 1}, "w13 scales");
+      w2_wide_scales_map_ = encode_f32(w.w2_scales, {H, kb2, et}, {kBN, 1, 1}, "w2 scales");
+      return;
+    }
+    if (codes_ == Codes::W4) {
       // Codes [E+S][N][K/2] bytes; scales [E+S][K/32][N][2] bytes (layout.cpp). Decode: boxes
       // of 128 rows x 256 K (128B-swizzled codes); wide: 256 rows x 64 K (scales in two boxes
       // of 128 rows).
-      const uint32_t k = decode_stage_k(true), rows = kDecodeRows, scale_box = 2 * 128;
+      const uint32_t k = decode_stage_k(codes_), rows = kDecodeRows, scale_box = 2 * 128;
       w13_rows_map_ = encode_u8(w.w13, {kp13 / 2, et * 2 * I}, {k / 2, rows}, true, "w13 codes");
       w2_rows_map_ = encode_u8(w.w2, {kp2 / 2, et * H}, {k / 2, rows}, true, "w2 codes");
       w13_scales_map_ =
@@ -71,8 +86,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
 
   void run(const portable::PluginChunk& c) const override {
     const Plan p = plan(spec_, c.tokens);
-    // The W4A16 decode GEMMs read x in their permuted K order, everything else in natural order.
-    const rt::LoadedKernel& gather = (w4_ && !p.wide) ? *gather_w4_ : *gather_;
+    // The W4A16 / W8A16 decode GEMMs read x in their permuted K order, the rest in natural order.
+    const rt::LoadedKernel& gather = (permuted_k(codes_) && !p.wide) ? *gather_permuted_ : *gather_;
     rt::launch_with(gather, {unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
                     c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
     if (p.wide) run_wide(c);
@@ -93,8 +108,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
     auto grid = [&](int64_t n) {
       return rt::Dim3{unsigned(std::min<int64_t>(2 * sm_count_, experts * ceil_div(n, kDecodeRows)))};
     };
-    const unsigned smem = unsigned(decode_smem_bytes(bt, w4_, int(et)));
-    const int64_t ks = decode_stage_k(w4_);
+    const unsigned smem = unsigned(decode_smem_bytes(bt, codes_, int(et)));
+    const int64_t ks = decode_stage_k(codes_);
     rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I)), {unsigned(kThreads)}, smem, c.stream, "gemm1",
                     w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off, CUdeviceptr(0), c.h, int(2 * I),
                     int(ceil_div(int64_t(H), ks)));
@@ -114,7 +129,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
 
     const int n1 = int(ceil_div(int64_t(2 * I), kBN)), n2 = int(ceil_div(int64_t(H), kBN));
     const int kb1 = int(ceil_div(int64_t(H), kBK)), kb2 = int(ceil_div(int64_t(I), kBK));
-    const unsigned smem = unsigned(wide_smem_bytes(w4_));
+    const unsigned smem = unsigned(wide_smem_bytes(codes_));
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xg, w13_map_,
                     h_out, w13_wide_scales_map_, g13_, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1, int(2 * I),
                     kb1);
@@ -128,14 +143,14 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
   MoeSpec spec_;
-  bool w4_ = false;  // NVFP4 weights: W4A16 decode GEMMs, dequantizing wide GEMMs
+  Codes codes_ = Codes::BF16;  // NVFP4 / FP8: W4A16 / W8A16 decode GEMMs, dequantizing wide GEMMs
   int sm_count_ = 0;
-  const rt::LoadedKernel *gather_ = nullptr, *gather_w4_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
+  const rt::LoadedKernel *gather_ = nullptr, *gather_permuted_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
   const rt::LoadedKernel* decode_[3][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4: their codes)
-  CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4: the wide GEMMs' scale boxes
-  CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode; w4: their codes)
-  CUtensorMap w13_scales_map_{}, w2_scales_map_{};  // w4: the codes' e4m3 scales
+  CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4, w8: the wide GEMMs' scale boxes
+  CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode; w4, w8: their codes)
+  CUtensorMap w13_scales_map_{}, w2_scales_map_{};  // w4: the codes' e4m3 scales; w8: f32 scales
   CUdeviceptr g13_ = 0, g2_ = 0;                     // w4: the global scales
 };
 
@@ -174,7 +189,8 @@ class Sm90Backend final : public Backend {
 
   std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
     const Plan p = plan(spec, tokens);
-    const char* w = w4(spec) ? "nvfp4 W4A16, " : "";
+    const Codes c = codes(spec);
+    const char* w = c == Codes::W4 ? "nvfp4 W4A16, " : c == Codes::W8 ? "fp8 W8A16, " : "";
     return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w) : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);
   }
 

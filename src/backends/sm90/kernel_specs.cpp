@@ -6,17 +6,25 @@
 
 namespace moeforge::sm90 {
 
+Codes codes(const MoeSpec& spec) {
+  switch (spec.weight_format) {
+    case WeightFormat::NVFP4: return Codes::W4;
+    case WeightFormat::FP8_Block128: return Codes::W8;
+    default: return Codes::BF16;
+  }
+}
+
 std::string spec_unsupported(const MoeSpec& spec) {
   if (std::string r = portable::spec_unsupported(spec); !r.empty()) return r;
   const WeightFormat f = spec.weight_format;
-  if (f != WeightFormat::BF16 && f != WeightFormat::FP16 && f != WeightFormat::NVFP4)
-    return fmt::format("weights {}: the sm90 GEMMs take bf16 (or f16, staged as bf16) and nvfp4 weights so far; the "
-                       "portable backend runs {}",
+  if (f == WeightFormat::MXFP4)
+    return fmt::format("weights {}: the sm90 GEMMs take bf16 (or f16, staged as bf16), fp8 and nvfp4 weights so far; "
+                       "the portable backend runs {}",
                        to_string(f), to_string(f));
-  if (f == WeightFormat::NVFP4 && (spec.hidden % 64 != 0 || spec.intermediate % 64 != 0))
-    return fmt::format("nvfp4 on sm90 needs hidden and intermediate sizes divisible by 64 (the W4A16 K permutation "
-                       "works on 64-column blocks), got H={} I={}",
-                       spec.hidden, spec.intermediate);
+  if (permuted_k(codes(spec)) && (spec.hidden % 64 != 0 || spec.intermediate % 64 != 0))
+    return fmt::format("{} on sm90 needs hidden and intermediate sizes divisible by 64 (the decode GEMMs' K "
+                       "permutation works on 64-column blocks), got H={} I={}",
+                       to_string(f), spec.hidden, spec.intermediate);
   if (spec.expert_bias) return "expert biases are not in the sm90 GEMM epilogues yet (the portable backend has them)";
   return "";
 }
@@ -34,11 +42,12 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
   k.source = "sm90/grouped_gemm.cuh";
   k.entry = "moe_sm90_gemm";
   k.defines = {{"GEMM_STAGE", std::to_string(stage)},
-               {"W4", w4(spec) ? "1" : "0"},
-               {"SM90_SMEM_BYTES", std::to_string(wide_smem_bytes(w4(spec)))}};
+               {"W4", codes(spec) == Codes::W4 ? "1" : "0"},
+               {"W8", codes(spec) == Codes::W8 ? "1" : "0"},
+               {"SM90_SMEM_BYTES", std::to_string(wide_smem_bytes(codes(spec)))}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
-  k.smem_bytes = wide_smem_bytes(w4(spec));
+  k.smem_bytes = wide_smem_bytes(codes(spec));
   k.targets = {kTarget};
   return k;
 }
@@ -50,20 +59,21 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, bool permute_k) {
   k.defines = {{"E", std::to_string(spec.num_experts)},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"HIDDEN", std::to_string(spec.hidden)},
-               {"W4", permute_k ? "1" : "0"}};
+               {"PERMUTE_K", permute_k ? "1" : "0"}};
   k.threads = kGatherThreads;
   return k;
 }
 
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
-  const int smem = decode_smem_bytes(bt, w4(spec), spec.num_experts + spec.num_shared_experts);
+  const int smem = decode_smem_bytes(bt, codes(spec), spec.num_experts + spec.num_shared_experts);
   rt::KernelSpec k;
   k.source = "sm90/decode_gemm.cuh";
   k.entry = "moe_sm90_decode";
   k.defines = {{"GEMM_STAGE", std::to_string(stage)},
                {"BT", std::to_string(bt)},
                {"GEMM_N_OUT", std::to_string(stage == 1 ? spec.intermediate : spec.hidden)},
-               {"W4", w4(spec) ? "1" : "0"},
+               {"W4", codes(spec) == Codes::W4 ? "1" : "0"},
+               {"W8", codes(spec) == Codes::W8 ? "1" : "0"},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"SM90_DECODE_SMEM_BYTES", std::to_string(smem)}};
   if (stage == 1) add_activation(spec, k);
@@ -78,7 +88,7 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   std::vector<rt::KernelSpec> out;
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
   out.push_back(gather_kernel(spec));
-  if (w4(spec)) out.push_back(gather_kernel(spec, true));
+  if (permuted_k(codes(spec))) out.push_back(gather_kernel(spec, true));
   out.push_back(gemm_kernel(spec, 1));
   out.push_back(gemm_kernel(spec, 2));
   for (int bt : kDecodeTiles)

@@ -29,12 +29,18 @@ constexpr double kCrossoverRowsBf16 = 2.0;
 // The decode GEMMs win up to 64 rows per expert and lose at 256: the crossover lies between,
 // 128 is their geometric middle (T = 4096 here, not yet measured on its own).
 constexpr double kCrossoverRowsW4 = 128.0;
+// FP8 (W8A16 dequantizing GEMMs): PROVISIONAL, the W4 value until measured with both forced.
+constexpr double kCrossoverRowsW8 = 128.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
   const double forced = rt::settings().sm90_crossover;
   if (forced >= 0) return forced;
-  return w4(spec) ? kCrossoverRowsW4 : kCrossoverRowsBf16;
+  switch (codes(spec)) {
+    case Codes::W4: return kCrossoverRowsW4;
+    case Codes::W8: return kCrossoverRowsW8;
+    default: return kCrossoverRowsBf16;
+  }
 }
 
 Plan plan(const MoeSpec& spec, int64_t tokens) {

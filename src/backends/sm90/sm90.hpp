@@ -26,21 +26,34 @@ namespace moeforge::sm90 {
 // shared-memory size against SM90_SMEM_BYTES, so a drift fails to compile.
 constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384, kEpiBox = 64;
 constexpr int kSmemBytes = 231424;  // 4 x (16 + 32) KB stages + 2 x 2 x 8 KB boxes + barriers, + 1 KB align
+// How the sm90 GEMMs read the weights: bf16 tiles by TMA, or codes dequantized on the chip
+// (W4: NVFP4, sm90/w4a16.cuh; W8: FP8 e4m3 with 128-column f32 scales, sm90/w8a16.cuh).
+enum class Codes { BF16, W4, W8 };
+Codes codes(const MoeSpec& spec);
 // NVFP4 (W4): 3 x (16 + 32 + 8 + 1) KB stages (A, dequantized B, codes, scales) + boxes + barriers.
 constexpr int kSmemBytesW4 = 209920;
-constexpr int wide_smem_bytes(bool w4) { return w4 ? kSmemBytesW4 : kSmemBytes; }
+// FP8 (W8): 3 x (16 + 16 + 1) KB stages (A, codes, scales) + 2 dequantized B tiles + boxes + barriers.
+constexpr int kSmemBytesW8 = 201728;
+constexpr int wide_smem_bytes(Codes c) {
+  return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : kSmemBytes;
+}
 constexpr int kGatherThreads = 256;
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64;
-// bf16 weights: 4 stages of 64 K (16 KB); NVFP4 (w4): stages of 256 K (16 KB codes + 2 KB
-// scales), 4 / 3 / 2 of them at token tiles 16 / 32 / 64 (two CTAs per SM).
+// bf16 weights: 4 stages of 64 K (16 KB); NVFP4 (W4): stages of 256 K (16 KB codes + 2 KB
+// scales), 4 / 3 / 2 of them at token tiles 16 / 32 / 64; FP8 (W8): stages of 128 K (16 KB
+// codes + 512 B scales), 4 / 4 / 3 of them (two CTAs per SM).
 constexpr int kDecodeRows = 128;
-constexpr int decode_stage_k(bool w4) { return w4 ? 4 * kBK : kBK; }
-constexpr int decode_stages(int bt, bool w4) { return !w4 ? 4 : bt == 16 ? 4 : bt == 32 ? 3 : 2; }
+constexpr int decode_stage_k(Codes c) { return c == Codes::W4 ? 4 * kBK : c == Codes::W8 ? 2 * kBK : kBK; }
+constexpr int decode_stages(int bt, Codes c) {
+  return c == Codes::W4 ? (bt == 16 ? 4 : bt == 32 ? 3 : 2) : c == Codes::W8 ? (bt == 64 ? 3 : 4) : 4;
+}
 // experts: E + S (the kernel lists the experts with rows in shared memory).
-constexpr int decode_smem_bytes(int bt, bool w4, int experts) {
-  const int k = decode_stage_k(w4);
-  const int weights = w4 ? kDecodeRows * k / 2 + (k / 32) * kDecodeRows * 2 : kDecodeRows * k * 2;
-  const int stages = decode_stages(bt, w4);
+constexpr int decode_smem_bytes(int bt, Codes c, int experts) {
+  const int k = decode_stage_k(c);
+  const int weights = c == Codes::W4   ? kDecodeRows * k / 2 + (k / 32) * kDecodeRows * 2
+                      : c == Codes::W8 ? kDecodeRows * k + kDecodeRows * 4
+                                       : kDecodeRows * k * 2;
+  const int stages = decode_stages(bt, c);
   return (stages * (weights + bt * k * 2) + 16 * stages + 4 + 2 * experts + 1023) / 1024 * 1024 + 1024;
 }
 inline constexpr const char* kTarget = "sm_90a";
@@ -53,9 +66,11 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 // (bf16 or dequantized NVFP4 B tiles) read the natural order.
 rt::KernelSpec gather_kernel(const MoeSpec& spec, bool permute_k = false);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
-// NVFP4 weights: the decode GEMMs dequantize them in registers (W4A16, sm90/w4a16.cuh), the wide
-// ones into their shared-memory B tiles; the planner switches at its own crossover.
-inline bool w4(const MoeSpec& spec) { return spec.weight_format == WeightFormat::NVFP4; }
+// NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
+// ones into their shared-memory B tiles; the planner switches at each format's crossover.
+inline bool w4(const MoeSpec& spec) { return codes(spec) == Codes::W4; }
+// The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
+inline bool permuted_k(Codes c) { return c != Codes::BF16; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
 // wide and the decode GEMMs; and all of them, the portable ones included.
@@ -80,10 +95,13 @@ Plan plan(const MoeSpec& spec, int64_t tokens);
 // refuses it.
 CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint64_t row_stride_bytes,
                            uint32_t box_rows, const char* what);
-// A dense 2-D or 3-D byte tensor map (NVFP4 codes and scales): dims and box in bytes,
-// innermost first; strides follow from the dims. swizzle128: the 128-byte swizzle (box rows
-// of exactly 128 bytes), else none.
+// A dense 2-D or 3-D byte tensor map (NVFP4 and FP8 codes, NVFP4 scales): dims and box in
+// bytes, innermost first; strides follow from the dims. swizzle128: the 128-byte swizzle (box
+// rows of exactly 128 bytes), else none.
 CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_bytes,
                       std::initializer_list<uint32_t> box_bytes, bool swizzle128, const char* what);
+// The same over f32 elements (FP8 scales), dims and box in elements, no swizzle.
+CUtensorMap encode_f32(CUdeviceptr base, std::initializer_list<uint64_t> dims, std::initializer_list<uint32_t> box,
+                       const char* what);
 
 }  // namespace moeforge::sm90

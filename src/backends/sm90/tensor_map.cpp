@@ -44,22 +44,37 @@ CUtensorMap encode_bf16_2d(CUdeviceptr base, uint64_t cols, uint64_t rows, uint6
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, base, what);
 }
 
-CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_bytes,
-                      std::initializer_list<uint32_t> box_bytes, bool swizzle128, const char* what) {
-  const uint32_t rank = uint32_t(dims_bytes.size());
-  if (rank < 2 || rank > 3 || box_bytes.size() != rank) throw InternalError("encode_u8: rank 2 or 3");
+namespace {
+// Dense row-major dims (innermost first), element size `elem` bytes.
+CUtensorMap encode_dense(CUtensorMapDataType type, uint64_t elem, CUdeviceptr base,
+                         std::initializer_list<uint64_t> dims_in, std::initializer_list<uint32_t> box_in,
+                         bool swizzle128, const char* what) {
+  const uint32_t rank = uint32_t(dims_in.size());
+  if (rank < 2 || rank > 3 || box_in.size() != rank) throw InternalError("encode_dense: rank 2 or 3");
   cuuint64_t dims[3], strides[2];
   cuuint32_t box[3];
-  uint64_t stride = 1;
+  uint64_t stride = elem;
   for (uint32_t i = 0; i < rank; ++i) {
-    dims[i] = dims_bytes.begin()[i];
-    box[i] = box_bytes.begin()[i];
+    dims[i] = dims_in.begin()[i];
+    box[i] = box_in.begin()[i];
     if (i > 0) strides[i - 1] = stride;
     stride *= dims[i];
   }
-  if (swizzle128 && box[0] != 128) throw InternalError("encode_u8: the 128-byte swizzle needs 128-byte box rows");
-  return encode(CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, dims, strides, box,
-                swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE, base, what);
+  if (swizzle128 && box[0] * elem != 128)
+    throw InternalError("encode_dense: the 128-byte swizzle needs 128-byte box rows");
+  return encode(type, rank, dims, strides, box, swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                base, what);
+}
+}  // namespace
+
+CUtensorMap encode_u8(CUdeviceptr base, std::initializer_list<uint64_t> dims_bytes,
+                      std::initializer_list<uint32_t> box_bytes, bool swizzle128, const char* what) {
+  return encode_dense(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, base, dims_bytes, box_bytes, swizzle128, what);
+}
+
+CUtensorMap encode_f32(CUdeviceptr base, std::initializer_list<uint64_t> dims, std::initializer_list<uint32_t> box,
+                       const char* what) {
+  return encode_dense(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, dims, box, false, what);
 }
 
 }  // namespace moeforge::sm90

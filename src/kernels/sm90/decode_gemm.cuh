@@ -43,8 +43,14 @@
 // epilogue applies the expert's global scale (times 2^8, see w4a16.cuh); GEMM 1 stores h in
 // the permuted order GEMM 2 reads.
 //
+// FP8 weights (W8 = 1, W8A16): a stage covers one 128-column scale block: 128 rows x 128 bytes
+// of e4m3 codes (128B-swizzled, as W4's) plus the 128 rows' f32 scales of that block (a 3-D
+// box of 512 bytes) and 2 token boxes; per 64-column sub-block each consumer thread reads its
+// 16 codes of rows r and r + 8 (two 128-bit shared loads) and dequantizes them with the
+// row's scale into the same register A fragments (sm90/w8a16.cuh, the W4 K order).
+//
 // Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
-// W4 (0 bf16 weights, 1 NVFP4), ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES
+// W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES
 // (the host's launch size, checked).
 #pragma once
 #include "common/convert.cuh"
@@ -58,6 +64,11 @@
 #endif
 #if W4
 #include "sm90/w4a16.cuh"
+#elif W8
+#include "sm90/w8a16.cuh"
+#endif
+#if W4 && W8
+#error "sm90/decode_gemm.cuh: W4 and W8 exclude each other"
 #endif
 
 namespace sm90dec {
@@ -69,6 +80,12 @@ constexpr int STAGES = BT == 16 ? 4 : BT == 32 ? 3 : 2;  // two CTAs per SM
 constexpr u32 kWBytes = WM * BK * SUB / 2;              // codes: 128 rows x 128 B
 constexpr u32 kSBytes = SUB * 2 * WM * 2;               // scales [8 k tiles][WM rows][2 groups]
 constexpr int kASets = BT == 16 ? 2 : 1;                // A fragment sets (one wgmma group in flight with 2)
+#elif W8
+constexpr int SUB = 2;                         // a stage is one 128-column scale block
+constexpr int STAGES = BT == 64 ? 3 : 4;       // two CTAs per SM
+constexpr u32 kWBytes = WM * BK * SUB;         // codes: 128 rows x 128 B
+constexpr u32 kSBytes = WM * 4;                // the rows' f32 scales of this block
+constexpr int kASets = BT == 16 ? 2 : 1;
 #else
 constexpr int SUB = 1, STAGES = 4;
 constexpr u32 kWBytes = WM * BK * 2, kSBytes = 0;
@@ -79,8 +96,8 @@ static_assert(BT == 16 || BT == 32 || BT == 64, "token tile");
 
 struct Smem {
   alignas(1024) u16 x[STAGES][SUB][BT * BK];       // SUB boxes of BT x 128 B (multiples of the 1024-B atom)
-  alignas(1024) unsigned char w[STAGES][kWBytes];  // 128B-swizzled rows (bf16: 64 values, W4: 256 codes)
-#if W4
+  alignas(1024) unsigned char w[STAGES][kWBytes];  // 128B-swizzled rows (bf16: 64 values, W4: 256, W8: 128 codes)
+#if W4 || W8
   alignas(128) unsigned char s[STAGES][kSBytes];
 #endif
   alignas(8) u64 full[STAGES];
@@ -108,7 +125,8 @@ __device__ __forceinline__ void list_active_experts(const int* __restrict__ coun
 
 }  // namespace sm90dec
 
-// W4: tm_s = the scales' 3-D map, gscale = [E_TOTAL] global scales. bf16: unused (any map, null).
+// W4: tm_s = the scales' 3-D map, gscale = [E_TOTAL] global scales. W8: tm_s = the scales'
+// 3-D map (gscale unused). bf16: both unused (any map, null).
 extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
     moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_s,
                     const __grid_constant__ TensorMap tm_x, const float* __restrict__ gscale,
@@ -140,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
     if (tid == 0) {
       tma_prefetch_desc(&tm_w);
       tma_prefetch_desc(&tm_x);
-#if W4
+#if W4 || W8
       tma_prefetch_desc(&tm_s);
 #endif
       u32 it = 0;
@@ -158,6 +176,9 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #if W4
             tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
             tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
+#elif W8
+            tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);  // byte columns = K
+            tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM, kb, e, full);   // f32 [e][128-block][row]
 #else
             tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
 #endif
@@ -186,10 +207,11 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
     const int chunks = (count + BT - 1) / BT;
     for (int c = 0; c < chunks; ++c) {
       u32 prev_s = 0;
-#if W4
+#if W4 || W8
       // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
-      // Its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
-      // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2.
+      // W4: its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
+      // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2. W8: its 16
+      // codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
       const int ra = cw * 64 + warp * 16 + g;
       u32 a[kASets][4][4];
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
@@ -197,13 +219,20 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
         mbar_wait(smem_u32(&sm.full[s]), ph);
 #pragma unroll
         for (int j = 0; j < SUB; ++j) {
+          u32(&aj)[4][4] = a[j % kASets];
+#if W4
           const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
           const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
           const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
           const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
           const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
-          u32(&aj)[4][4] = a[j % kASets];
           w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
+#else
+          const int chunk = ((4 * j + t) ^ g) << 4;
+          const float* scale = reinterpret_cast<const float*>(sm.s[s]);  // one per row and stage
+          w8::dequant_row<0>(*reinterpret_cast<const uint4*>(&sm.w[s][ra * 128 + chunk]), scale[ra], aj);
+          w8::dequant_row<1>(*reinterpret_cast<const uint4*>(&sm.w[s][(ra + 8) * 128 + chunk]), scale[ra + 8], aj);
+#endif
           wgmma_fence();
 #pragma unroll
           for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
@@ -263,7 +292,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
           const i64 row = seg + tok;
 #if GEMM_STAGE == 1
           const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
-#if W4
+#if W4 || W8
           const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
 #else
           const int col = f;

@@ -10,16 +10,16 @@
 // content cannot matter; zeroing them cost 73 us of 1.8 ms at T = 128 (ncu, H200), where
 // almost every row of a 128-row tile is padding.
 //
-// W4 = 1 (NVFP4 weights, the W4A16 decode GEMMs): the columns of each 64-column block are
-// stored in the permuted K order of sm90/w4a16.cuh (xg[L] = x[physical_k(L)]).
+// PERMUTE_K = 1 (the W4A16 / W8A16 decode GEMMs: NVFP4 or FP8 weights): the columns of each
+// 64-column block are stored in the permuted K order of sm90/w4_format.cuh (xg[L] = x[physical_k(L)]).
 //
-// Defines: E, E_TOTAL, HIDDEN (multiple of 8; of 64 with W4), W4.
+// Defines: E, E_TOTAL, HIDDEN (multiple of 8; of 64 with PERMUTE_K), PERMUTE_K.
 #pragma once
 #include "common/types.cuh"
-#if W4
-#include "sm90/w4a16.cuh"
+#if PERMUTE_K
+#include "sm90/w4_format.cuh"
 #if (HIDDEN % 64) != 0
-#error "sm90/gather.cuh with W4 needs HIDDEN % 64 == 0"
+#error "sm90/gather.cuh with PERMUTE_K needs HIDDEN % 64 == 0"
 #endif
 #endif
 
@@ -50,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     const i64 token = e < E ? row_token[row] : local;
     uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
     const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);
-#if W4
+#if PERMUTE_K
     // One 64-column block (8 vectors) per lane: read, permute in registers, write.
     for (int b = lane; b < HIDDEN / 64; b += 32) {
       u32 v[32], o[32];

@@ -43,8 +43,14 @@
 // the accumulators before the epilogue. A is read in natural K order (no W4 permutation: that
 // is the decode GEMMs' register-fragment order).
 //
+// FP8 weights (W8 = 1): the same with 256 rows x 64 bytes of e4m3 codes and the rows' f32
+// scales of the 128-column block (sm90/w8a16.cuh: each product rounded once to bf16). 3 stages
+// of 65 KB do not fit next to 3 bf16 B tiles, so the B tile is double-buffered instead (b[it % 2]):
+// a warpgroup may rewrite B tile it + 1 only once both warpgroups' wgmma group it - 1 (which
+// read the same buffer) has completed, hence a second named barrier per k-block.
+//
 // Defines: GEMM_STAGE, ACT (0 SwiGLU, 1 GeGLU tanh, 2 clamped SwiGLU), ACT_ALPHA, ACT_LIMIT
-// (float literals; GEMM 1 only), W4 (0 bf16 weights, 1 NVFP4), SM90_SMEM_BYTES (the host's
+// (float literals; GEMM 1 only), W4 (1: NVFP4), W8 (1: FP8; both 0: bf16 weights), SM90_SMEM_BYTES (the host's
 // launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
 #pragma once
 #include "common/convert.cuh"
@@ -59,6 +65,11 @@
 #endif
 #if W4
 #include "sm90/w4a16.cuh"
+#elif W8
+#include "sm90/w8a16.cuh"
+#endif
+#if W4 && W8
+#error "sm90/grouped_gemm.cuh: W4 and W8 exclude each other"
 #endif
 
 namespace sm90 {
@@ -69,14 +80,20 @@ constexpr int STAGES = 3;
 constexpr u32 kCodeBytes = BN * BK / 2;                           // 256 rows x 32 B
 constexpr u32 kScaleBytes = 2 * (BK / 32) * 128 * 2;              // [row half][k tile][128 rows][2 groups]
 constexpr u32 kStageBytes = BM * BK * 2 + kCodeBytes + kScaleBytes;  // TMA bytes per stage
+#elif W8
+constexpr int STAGES = 3;
+constexpr u32 kCodeBytes = BN * BK;                                // 256 rows x 64 B
+constexpr u32 kScaleBytes = BN * 4;                                // f32 per row, this 128-column block
+constexpr u32 kStageBytes = BM * BK * 2 + kCodeBytes + kScaleBytes;  // TMA bytes per stage
 #else
 constexpr int STAGES = 4;
 #endif
+constexpr int kBTiles = W8 ? 2 : STAGES;  // bf16 B tiles (W8: double-buffered, see above)
 constexpr int kConsumers = 2;                      // consumer warpgroups, 64 rows each
 constexpr int kThreads = 128 * (1 + kConsumers);  // 384
 constexpr int kEpiBox = 64;                        // TMA store box: 64 rows x 64 cols (128-B rows)
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-#if !W4
+#if !W4 && !W8
 constexpr u32 kStageBytes = (BM + BN) * BK * 2;    // 48 KB per stage
 #endif
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
@@ -86,9 +103,9 @@ static_assert(BM == 64 * kConsumers, "each consumer warpgroup owns 64 rows");
 // pattern and the wgmma descriptors (base offset 0) agree.
 struct Smem {
   alignas(1024) u16 a[STAGES][BM * BK];              // 16 KB per stage
-  alignas(1024) u16 b[STAGES][BN * BK];              // 32 KB per stage
+  alignas(1024) u16 b[kBTiles][BN * BK];             // 32 KB per stage (W8: per buffer)
   alignas(1024) u16 d[kConsumers][2][64 * kEpiBox];  // 8 KB per box buffer
-#if W4
+#if W4 || W8
   alignas(128) unsigned char codes[STAGES][kCodeBytes];
   alignas(128) unsigned char scales[STAGES][kScaleBytes];
 #endif
@@ -188,6 +205,24 @@ __device__ __forceinline__ void dequant_b(Smem& sm, u32 s, int c, int tid) {
                    __byte_perm(p2, p3, 0x7632));
   }
 }
+#elif W8
+// Consumer warpgroup c writes rows c*128 .. c*128+127 of B tile `buf` from stage s's codes:
+// thread tid handles 8-byte chunk q = tid % 8 (codes 8q .. 8q+7) of rows tid / 8 + 16 k. A
+// warp reads 4 code rows (256 contiguous bytes) and writes 4 swizzled bf16 rows.
+__device__ __forceinline__ void dequant_b(Smem& sm, u32 s, u32 buf, int c, int tid) {
+  const int q = tid & 7;
+  unsigned char* b = reinterpret_cast<unsigned char*>(sm.b[buf]);
+  const float* scale = reinterpret_cast<const float*>(sm.scales[s]);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int row = c * 128 + (tid >> 3) + 16 * k;
+    const uint2 w = *reinterpret_cast<const uint2*>(&sm.codes[s][row * 64 + q * 8]);
+    const float sc = scale[row];
+    *reinterpret_cast<uint4*>(b + row * 128 + ((q ^ (row & 7)) << 4)) =
+        make_uint4(w8::dequant_pair(w.x, sc), w8::dequant_pair(w.x >> 16, sc), w8::dequant_pair(w.y, sc),
+                   w8::dequant_pair(w.y >> 16, sc));
+  }
+}
 #endif
 
 __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d, const void* tm_s,
@@ -213,7 +248,7 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
     if (tid == 0) {
       tma_prefetch_desc(tm_a);
       tma_prefetch_desc(tm_b);
-#if W4
+#if W4 || W8
       tma_prefetch_desc(tm_s);
 #endif
       TileScheduler sched(m_tiles, n_tiles);
@@ -233,6 +268,10 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
           tma_load_2d(smem_u32(sm.codes[s]), tm_b, kb * BK / 2, b_row, full);
           tma_load_3d(smem_u32(sm.scales[s]), tm_s, nt * BN * 2, kb * (BK / 32), e, full);
           tma_load_3d(smem_u32(sm.scales[s]) + kScaleBytes / 2, tm_s, (nt * BN + 128) * 2, kb * (BK / 32), e, full);
+#elif W8
+          // Codes: byte columns = K; scales: {row, 128-column block, expert}, f32.
+          tma_load_2d(smem_u32(sm.codes[s]), tm_b, kb * BK, b_row, full);
+          tma_load_3d(smem_u32(sm.scales[s]), tm_s, nt * BN, kb * BK / 128, tile_expert[mt], full);
 #else
           tma_load_2d(smem_u32(sm.b[s]), tm_b, kb * BK, b_row, full);
 #endif
@@ -266,18 +305,29 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
         fence_proxy_async_smem();  // generic smem writes -> the wgmma (async proxy) reads
         named_bar_sync(3, 256);
       }
+#elif W8
+      // The first k-block's B, into the buffer both warpgroups' wgmma group it - 2 read: they
+      // completed it before this tile's epilogue, but the other warpgroup may not have waited yet.
+      if (k_blocks > 0) {
+        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+        named_bar_sync(3, 256);
+        mbar_wait(smem_u32(&sm.full[s]), ph);
+        dequant_b(sm, s, it % kBTiles, c, tid);
+        fence_proxy_async_smem();
+        named_bar_sync(3, 256);
+      }
 #endif
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-#if !W4
-        mbar_wait(smem_u32(&sm.full[s]), ph);  // (W4: waited before dequantizing this stage)
+#if !W4 && !W8
+        mbar_wait(smem_u32(&sm.full[s]), ph);  // (W4, W8: waited before dequantizing this stage)
 #else
         (void)ph;
 #endif
         wgmma_fence();
 #pragma unroll
         for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
-        const u32 a_addr = smem_u32(sm.a[s]) + c * 64 * 128, b_addr = smem_u32(sm.b[s]);
+        const u32 a_addr = smem_u32(sm.a[s]) + c * 64 * 128, b_addr = smem_u32(sm.b[it % kBTiles]);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
           wgmma_m64n256k16_bf16_ss(acc, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
@@ -301,6 +351,17 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
         prev_s = s;
 #if W4
         if (more) named_bar_sync(3, 256);  // both halves of the next B tile are written
+#elif W8
+        // While this k-block's group runs: the next one's B, into the buffer of group it - 1,
+        // once both warpgroups have seen theirs complete (the wait just above).
+        if (kb + 1 < k_blocks) {
+          const u32 s1 = (it + 1) % STAGES, ph1 = ((it + 1) / STAGES) & 1u;
+          named_bar_sync(3, 256);
+          mbar_wait(smem_u32(&sm.full[s1]), ph1);
+          dequant_b(sm, s1, (it + 1) % kBTiles, c, tid);
+          fence_proxy_async_smem();
+          named_bar_sync(3, 256);  // both halves of the next B tile are written
+        }
 #endif
       }
       wgmma_wait<0>();
@@ -340,7 +401,7 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
 // tm_a: A [rows, K]; tm_b: W [E_TOTAL * N, KP] (W4: its codes, [E_TOTAL * N, KP / 2] bytes);
 // tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H). W4: tm_s the scales' 3-D map, gscale the
-// [E_TOTAL] global scales (bf16: any map, null). row_scale: GEMM 2 only (null for GEMM 1).
+// [E_TOTAL] global scales; W8: tm_s the f32 scales' 3-D map (gscale unused); bf16: any map, null. row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
     moe_sm90_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_b,
                   const __grid_constant__ TensorMap tm_d, const __grid_constant__ TensorMap tm_s,

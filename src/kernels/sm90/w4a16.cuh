@@ -24,6 +24,7 @@
 // f32 accumulator by global_scale * 2^8.
 #pragma once
 #include "common/convert.cuh"
+#include "sm90/ptx/e4m3.cuh"
 #include "sm90/w4_format.cuh"  // physical_k, logical_k, pair_bits
 
 namespace w4 {
@@ -38,11 +39,7 @@ __device__ __forceinline__ u32 mul_bf16x2(u32 a, u32 b) {
 // Two e4m3 scales (byte 0, byte 1 of s) -> bf16x2 of each times 2^118 (low half from byte 0).
 __device__ __forceinline__ u32 scales_bf16x2(u32 s) {
   float lo, hi;
-  asm("{\n.reg .b16 t, l, h;\n.reg .b32 f;\n"
-      "cvt.u16.u32 t, %2;\ncvt.rn.f16x2.e4m3x2 f, t;\nmov.b32 {l, h}, f;\n"
-      "cvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
-      : "=f"(lo), "=f"(hi)
-      : "r"(s));
+  e4m3x2_to_f32(s, lo, hi);
   static_assert(kScaleExp == 118, "the factor below");
   return pack_bf16x2(lo * 0x1p118f, hi * 0x1p118f);
 }
