@@ -29,8 +29,13 @@ constexpr double kCrossoverRowsBf16 = 2.0;
 // The decode GEMMs win up to 64 rows per expert and lose at 256: the crossover lies between,
 // 128 is their geometric middle (T = 4096 here, not yet measured on its own).
 constexpr double kCrossoverRowsW4 = 128.0;
-// FP8 (W8A16 dequantizing GEMMs): PROVISIONAL, the W4 value until measured with both forced.
-constexpr double kCrossoverRowsW8 = 128.0;
+// FP8 (W8A16 dequantizing GEMMs), measured on the H200 at ce1ce94, Mistral-Small-4, both
+// forced in one run (bench/results/2026-11-30-ce1ce94-bench-mistral-small-4-sm90-{decode,wide}-fp8.json), us:
+//   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)
+//   decode            1110.8     1577.3     3125.4     10720.6
+//   wide              1645.3     1661.8     1914.2      5458.5
+// The decode GEMMs win up to 16 rows per expert and lose at 64: 32, their geometric middle.
+constexpr double kCrossoverRowsW8 = 32.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
