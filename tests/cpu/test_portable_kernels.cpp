@@ -125,6 +125,16 @@ TEST(PortableLayout, TileChoiceAndChunkPlan) {
   EXPECT_LT(p.rows_bound, int64_t(1) << 31);
   EXPECT_GE(p.tile_bound * portable::kLargeTile.bm,
             p.tokens * (s.topk + s.num_shared_experts) + (s.num_experts + 1) * (portable::kLargeTile.bm - 1));
+  // Decode sizes: only experts that can have rows count (the gather and GEMM grids are this
+  // bound), and the worst routing still fits: every entry in its own expert, the shared
+  // expert's T rows padded to a tile.
+  const int64_t bm = portable::kLargeTile.bm, k = s.topk, S = s.num_shared_experts;
+  for (int64_t T : {1, 2, 7, 32}) {  // T * k <= E
+    const portable::ChunkPlan d = portable::plan_chunk(s, T, portable::kLargeTile);
+    EXPECT_GE(d.tile_bound * bm, T * k * bm + S * ((T + bm - 1) / bm) * bm) << T;
+    EXPECT_LE(d.tile_bound, T * k + 2 * S) << T;
+  }
+  EXPECT_EQ(portable::plan_chunk(s, 1, portable::kLargeTile).tile_bound, k + S);
   // GEMM shared memory fits the smallest opt-in limit of the supported chips (99 KB).
   for (WeightFormat f : kFormats)
     for (const auto* c : {&portable::kSmallTile, &portable::kLargeTile})

@@ -57,7 +57,11 @@ ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_by
   tc = std::min<int64_t>(tc, (int64_t(1) << 30) / (k + S));  // rows stay far below 2^31
   ChunkPlan p;
   p.tokens = std::min(tokens, tc);
-  p.rows_bound = p.tokens * (k + S) + e_total * (bm - 1);
+  // Each segment pads to bm, and only experts with rows have a segment: at most T * k routed
+  // ones (and E) plus the S shared ones. At T = 1 that is 5 tiles, not E + S (the gather and
+  // GEMM grids are this bound).
+  const int64_t with_rows = std::min(e_total, p.tokens * k + S);
+  p.rows_bound = p.tokens * (k + S) + with_rows * (bm - 1);
   p.tile_bound = (p.rows_bound + bm - 1) / bm;
   return p;
 }
@@ -118,6 +122,7 @@ class PortableLayer final : public PreparedLayer {
   const rt::LoadedKernel* route_[2] = {};     // logits f32, bf16
   const rt::LoadedKernel* validate_[2] = {};  // ids i32, i64
   const rt::LoadedKernel *count_ = nullptr, *scan_ = nullptr, *scatter_ = nullptr, *combine_ = nullptr;
+  const rt::LoadedKernel* permute_small_ = nullptr;  // the three above in one launch, one chunk
   const rt::LoadedKernel* gemm_[2][2] = {};   // [small, large][gemm1, gemm2]; null = does not fit
   std::unique_ptr<GemmPlugin> plugin_;         // null: portable GEMMs only
   const rt::LoadedKernel* combine_y_bf16_ = nullptr;
@@ -131,6 +136,7 @@ void PortableLayer::load_kernels() {
   count_ = &rt::load_kernel(device_, permute_kernel(spec_, "moe_count"));
   scan_ = &rt::load_kernel(device_, permute_kernel(spec_, "moe_scan"));
   scatter_ = &rt::load_kernel(device_, permute_kernel(spec_, "moe_scatter"));
+  permute_small_ = &rt::load_kernel(device_, permute_kernel(spec_, "moe_permute_small"));
   combine_ = &rt::load_kernel(device_, combine_kernel(spec_, DType::bf16));
   const TileConfig* cfgs[2] = {&kSmallTile, &kLargeTile};
   for (int c = 0; c < 2; ++c) {
@@ -334,11 +340,16 @@ void PortableLayer::forward(const ForwardCall& call) const {
              bad);
       w_src = CUdeviceptr(call.topk_weights->data) + CUdeviceptr(t0 * k * 4);
     }
-    rt::launch_with(*count_, {u32_of(nch)}, {256}, 0, stream, "permute", ids, entries, cc);
     const int nch_i = int(nch), n_i = int(n), tb = int(plan.tile_bound);
-    rt::launch_with(*scan_, {1}, {1024}, 0, stream, "permute", cc, nch_i, n_i, bm, counts, seg, ntiles, tiles, tb);
-    rt::launch_with(*scatter_, {u32_of((nch + kScatterWarps - 1) / kScatterWarps)}, {unsigned(32 * kScatterWarps)}, 0, stream,
-           "permute", ids, w_src, entries, cc, seg, row_of, rtok, rw);
+    if (nch == 1) {  // decode-sized: one launch
+      rt::launch_with(*permute_small_, {1}, {1024}, 0, stream, "permute", ids, w_src, entries, n_i, bm, counts, seg,
+                      ntiles, tiles, tb, row_of, rtok, rw);
+    } else {
+      rt::launch_with(*count_, {u32_of(nch)}, {256}, 0, stream, "permute", ids, entries, cc);
+      rt::launch_with(*scan_, {1}, {1024}, 0, stream, "permute", cc, nch_i, n_i, bm, counts, seg, ntiles, tiles, tb);
+      rt::launch_with(*scatter_, {u32_of((nch + kScatterWarps - 1) / kScatterWarps)}, {unsigned(32 * kScatterWarps)}, 0,
+                      stream, "permute", ids, w_src, entries, cc, seg, row_of, rtok, rw);
+    }
     const CUdeviceptr xa = xp + CUdeviceptr(t0 * H * 2);
     if (plugged) {
       plugin_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,

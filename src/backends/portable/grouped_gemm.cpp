@@ -87,7 +87,8 @@ std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec) {
   out.push_back(route_kernel(spec, DType::bf16));
   out.push_back(validate_ids_kernel(spec, DType::i32));
   out.push_back(validate_ids_kernel(spec, DType::i64));
-  for (const char* e : {"moe_count", "moe_scan", "moe_scatter"}) out.push_back(permute_kernel(spec, e));
+  for (const char* e : {"moe_count", "moe_scan", "moe_scatter", "moe_permute_small"})
+    out.push_back(permute_kernel(spec, e));
   for (const TileConfig* c : {&kSmallTile, &kLargeTile})
     for (int stage : {1, 2}) out.push_back(gemm_kernel(spec, stage, *c));
   out.push_back(combine_kernel(spec, DType::bf16));

@@ -13,7 +13,7 @@ rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry) {
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"TOPK", std::to_string(spec.topk)}};
   const std::string e = entry;
-  k.threads = e == "moe_scan" ? 1024 : 256;
+  k.threads = (e == "moe_scan" || e == "moe_permute_small") ? 1024 : 256;
   return k;
 }
 

@@ -60,7 +60,8 @@ const TileConfig& choose_tile(const MoeSpec& spec, int64_t tokens, const rt::Dev
 int activation_code(const MoeSpec& spec);
 rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits);
 rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids);
-rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry);  // moe_count | moe_scan | moe_scatter
+// moe_count | moe_scan | moe_scatter | moe_permute_small (the three, one chunk)
+rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry);
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage, const TileConfig& c);
 // y_bf16: GEMM 2 wrote y in bf16 (the sm90 GEMMs) instead of f32.
 rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out, bool y_bf16 = false);

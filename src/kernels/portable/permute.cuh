@@ -19,6 +19,10 @@
 // So an expert's rows are its entries in (token, slot) order, padding rows at the end of
 // each segment are never written (the GEMMs mask them).
 //
+// moe_permute_small does all three in one launch (one block) when the call has a single
+// chunk (decode-sized: T * k <= PERMUTE_CHUNK), with the same results bit for bit: at T = 1
+// the three launches cost more than their work.
+//
 // Defines: E (routed experts), E_TOTAL (E + shared), TOPK.
 #pragma once
 #include "common/types.cuh"
@@ -42,28 +46,11 @@ extern "C" __global__ void __launch_bounds__(256)
   for (int e = threadIdx.x; e < E; e += blockDim.x) chunk_counts[(i64)blockIdx.x * E + e] = hist[e];
 }
 
-// grid = 1, block = 1024.
-extern "C" __global__ void __launch_bounds__(1024)
-    moe_scan(int* __restrict__ chunk_counts, int n_chunks, int n_tokens, int bm, int* __restrict__ counts,
-             i64* __restrict__ seg_off, int* __restrict__ num_tiles, int* __restrict__ tile_expert,
-             int tile_bound) {
-  __shared__ i64 off[E_TOTAL + 1];
-  // 1. Per expert: exclusive offsets over chunks (in place) and the total.
-  for (int e = threadIdx.x; e < E_TOTAL; e += blockDim.x) {
-    int total = 0;
-    if (e < E) {
-      for (int c = 0; c < n_chunks; ++c) {
-        const i64 idx = (i64)c * E + e;
-        const int v = chunk_counts[idx];
-        chunk_counts[idx] = total;
-        total += v;
-      }
-    } else {
-      total = n_tokens;  // shared expert: every token
-    }
-    counts[e] = total;
-    off[e] = ((i64)total + bm - 1) / bm * bm;  // padded size for now
-  }
+// Steps 2 and 3 of the scan, by every thread of the block: off[0 .. E_TOTAL) holds each
+// expert's padded size on entry (written before a barrier); on return off[e] is its segment
+// offset, off[E_TOTAL] the total, and seg_off, num_tiles, tile_expert are written.
+__device__ __forceinline__ void scan_segments(i64* off, int bm, i64* __restrict__ seg_off, int* __restrict__ num_tiles,
+                                              int* __restrict__ tile_expert, int tile_bound) {
   __syncthreads();
   // 2. Exclusive scan of the padded sizes by warp 0: lane L scans a contiguous slice.
   if (threadIdx.x < 32) {
@@ -102,6 +89,62 @@ extern "C" __global__ void __launch_bounds__(1024)
   }
 }
 
+// grid = 1, block = 1024.
+extern "C" __global__ void __launch_bounds__(1024)
+    moe_scan(int* __restrict__ chunk_counts, int n_chunks, int n_tokens, int bm, int* __restrict__ counts,
+             i64* __restrict__ seg_off, int* __restrict__ num_tiles, int* __restrict__ tile_expert,
+             int tile_bound) {
+  __shared__ i64 off[E_TOTAL + 1];
+  // 1. Per expert: exclusive offsets over chunks (in place) and the total.
+  for (int e = threadIdx.x; e < E_TOTAL; e += blockDim.x) {
+    int total = 0;
+    if (e < E) {
+      for (int c = 0; c < n_chunks; ++c) {
+        const i64 idx = (i64)c * E + e;
+        const int v = chunk_counts[idx];
+        chunk_counts[idx] = total;
+        total += v;
+      }
+    } else {
+      total = n_tokens;  // shared expert: every token
+    }
+    counts[e] = total;
+    off[e] = ((i64)total + bm - 1) / bm * bm;  // padded size for now
+  }
+  scan_segments(off, bm, seg_off, num_tiles, tile_expert, tile_bound);
+}
+
+// One warp places entries [begin, end) in order: entry of expert e -> row seg_off[e] +
+// base_off[e] (0 if base_off is null) + its rank among e's entries so far (cnt[e], zeroed by
+// the caller, counts them).
+__device__ __forceinline__ void scatter_entries(const int* __restrict__ ids, const float* __restrict__ weights,
+                                                i64 begin, i64 end, const int* __restrict__ base_off,
+                                                const i64* seg_off, int* cnt, int* __restrict__ row_of,
+                                                int* __restrict__ row_token, float* __restrict__ row_weight) {
+  const int lane = threadIdx.x & 31;
+  const u32 lt_mask = (1u << lane) - 1u;
+  for (i64 r = begin; r < end; r += 32) {
+    const i64 idx = r + lane;
+    const bool in = idx < end;
+    int e = in ? ids[idx] : -1;
+    const bool valid = in && e >= 0 && e < E;
+    if (!valid) e = -1;
+    const u32 peers = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(peers & lt_mask);
+    if (valid) {
+      const i64 row = seg_off[e] + (base_off ? base_off[e] : 0) + cnt[e] + rank;
+      row_of[idx] = (int)row;
+      row_token[row] = (int)(idx / TOPK);
+      row_weight[row] = weights[idx];
+    } else if (in) {
+      row_of[idx] = -1;
+    }
+    __syncwarp();
+    if (valid && lane == 31 - __clz(peers)) cnt[e] += __popc(peers);  // one writer per expert
+    __syncwarp();
+  }
+}
+
 // grid.x = ceil(n_chunks / 8), block = 256 (8 warps, one chunk each).
 extern "C" __global__ void __launch_bounds__(32 * PERMUTE_SCATTER_WARPS)
     moe_scatter(const int* __restrict__ ids, const float* __restrict__ weights, i64 n_entries,
@@ -115,25 +158,34 @@ extern "C" __global__ void __launch_bounds__(32 * PERMUTE_SCATTER_WARPS)
   const i64 begin = chunk * PERMUTE_CHUNK;
   if (begin >= n_entries) return;  // warp-uniform
   const i64 end = begin + PERMUTE_CHUNK < n_entries ? begin + PERMUTE_CHUNK : n_entries;
-  const u32 lt_mask = (1u << lane) - 1u;
-  for (i64 r = begin; r < end; r += 32) {
-    const i64 idx = r + lane;
-    const bool in = idx < end;
-    int e = in ? ids[idx] : -1;
-    const bool valid = in && e >= 0 && e < E;
-    if (!valid) e = -1;
-    const u32 peers = __match_any_sync(0xffffffffu, e);
-    const int rank = __popc(peers & lt_mask);
-    if (valid) {
-      const i64 row = seg_off[e] + chunk_off[chunk * E + e] + cnt[warp][e] + rank;
-      row_of[idx] = (int)row;
-      row_token[row] = (int)(idx / TOPK);
-      row_weight[row] = weights[idx];
-    } else if (in) {
-      row_of[idx] = -1;
-    }
+  scatter_entries(ids, weights, begin, end, chunk_off + chunk * E, seg_off, cnt[warp], row_of, row_token, row_weight);
+}
+
+// grid = 1, block = 1024, n_entries <= PERMUTE_CHUNK: count, scan and scatter of one chunk.
+extern "C" __global__ void __launch_bounds__(1024)
+    moe_permute_small(const int* __restrict__ ids, const float* __restrict__ weights, i64 n_entries, int n_tokens,
+                      int bm, int* __restrict__ counts, i64* __restrict__ seg_off, int* __restrict__ num_tiles,
+                      int* __restrict__ tile_expert, int tile_bound, int* __restrict__ row_of,
+                      int* __restrict__ row_token, float* __restrict__ row_weight) {
+  __shared__ int hist[E];
+  __shared__ i64 off[E_TOTAL + 1];
+  for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  for (i64 i = threadIdx.x; i < n_entries; i += blockDim.x) {
+    const int e = ids[i];
+    if (e >= 0 && e < E) atomicAdd(&hist[e], 1);  // integer sums: order-independent
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E_TOTAL; e += blockDim.x) {
+    const int total = e < E ? hist[e] : n_tokens;  // shared expert: every token
+    counts[e] = total;
+    off[e] = ((i64)total + bm - 1) / bm * bm;
+  }
+  scan_segments(off, bm, seg_off, num_tiles, tile_expert, tile_bound);
+  __syncthreads();  // hist is read above, reused as the scatter's counters below
+  if (threadIdx.x < 32) {
+    for (int e = threadIdx.x; e < E; e += 32) hist[e] = 0;
     __syncwarp();
-    if (valid && lane == 31 - __clz(peers)) cnt[warp][e] += __popc(peers);  // one writer per expert
-    __syncwarp();
+    scatter_entries(ids, weights, 0, n_entries, nullptr, off, hist, row_of, row_token, row_weight);
   }
 }

@@ -55,6 +55,7 @@
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ring.cuh"
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
@@ -136,17 +137,10 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #error "sm90/decode_gemm.cuh must be compiled for sm_90a"
 #endif
   using namespace sm90dec;
-  extern __shared__ unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  Smem& sm = aligned_smem<Smem>();
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&sm.full[s]), 1);
-      mbar_init(smem_u32(&sm.empty[s]), 4 * kConsumers);
-    }
-    fence_mbar_init();
-  }
+  init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
   if (threadIdx.x / 32 == 1) list_active_experts(counts, sm);
   __syncthreads();
   // Work items (active expert y, weight tile nt), y-major, strided over the persistent grid;

@@ -56,6 +56,7 @@
 #include "common/convert.cuh"
 #include "sm90/ptx/math.cuh"
 #include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ring.cuh"
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
@@ -228,18 +229,10 @@ __device__ __forceinline__ void dequant_b(Smem& sm, u32 s, u32 buf, int c, int t
 __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d, const void* tm_s,
                                           const float* __restrict__ gscale, const int* __restrict__ tile_expert,
                                           int m_tiles, int n_tiles, int n_per_expert, int k_blocks, Epilogue epi) {
-  extern __shared__ unsigned char smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+  Smem& sm = aligned_smem<Smem>();
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&sm.full[s]), 1);
-      mbar_init(smem_u32(&sm.empty[s]), 4 * kConsumers);  // lane 0 of each consumer warp
-    }
-    fence_mbar_init();
-  }
+  init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
   __syncthreads();
 
   if (wg == 0) {
