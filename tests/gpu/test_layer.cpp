@@ -277,29 +277,31 @@ TEST(Sm90Layer, FullSizeMistralSmall4) {
   }
 }
 
-// Decode sizes of the full-size shape in every format the sm90 backend takes: the decode
-// GEMMs split K there (few experts x tiles for the CTA slots; the reduced models have too few
-// k-blocks to split), and the split sums must not depend on which split arrives last.
+// Decode sizes of full-size shapes in every format the sm90 backend takes: the decode GEMMs
+// split K there (T = 1: Mistral-Small-4 2 ways, Qwen3-30B-A3B 4 ways where the k-blocks allow;
+// the reduced models have too few k-blocks to split; T = 16 does not split), and the split sums
+// must not depend on which split arrives last.
 TEST(Sm90Layer, FullSizeDecodeSplitsKDeterministically) {
   REQUIRE_GPU();
   if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
-  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4}) {
-    MoeSpec spec = presets::get("mistral-small-4");
-    spec.weight_format = f;
-    for (int64_t T : {int64_t(1), int64_t(16)}) {
-      SCOPED_TRACE(std::string(to_string(f)) + " T=" + std::to_string(T));
-      run_case(spec, T, "sm90");
-      Built& b = layer_for(spec, "sm90");
-      DeviceCase dc(spec, T, testing::next_case_seed());
-      b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
-      const std::vector<uint16_t> first = dc.result();
-      for (int rep = 0; rep < 2; ++rep) {
-        dc.poison();
+  for (const char* model : {"mistral-small-4", "qwen3-30b-a3b"})
+    for (WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4}) {
+      MoeSpec spec = presets::get(model);
+      spec.weight_format = f;
+      for (int64_t T : {int64_t(1), int64_t(16)}) {
+        SCOPED_TRACE(std::string(model) + " " + std::string(to_string(f)) + " T=" + std::to_string(T));
+        run_case(spec, T, "sm90");
+        Built& b = layer_for(spec, "sm90");
+        DeviceCase dc(spec, T, testing::next_case_seed());
         b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
-        EXPECT_TRUE(first == dc.result()) << "run " << rep + 2 << " differs from the first";
+        const std::vector<uint16_t> first = dc.result();
+        for (int rep = 0; rep < 2; ++rep) {
+          dc.poison();
+          b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+          EXPECT_TRUE(first == dc.result()) << "run " << rep + 2 << " differs from the first";
+        }
       }
     }
-  }
 }
 
 TEST(Sm90Layer, Deterministic) {
