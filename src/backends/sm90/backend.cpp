@@ -108,9 +108,11 @@ class Sm90Gemms final : public portable::GemmPlugin {
     int64_t slots = 0;     // (expert, weight tile) items of the larger GEMM
   };
   // K splits for the decode GEMMs of a call of `tokens` tokens: only at 16-token tiles with
-  // T <= 16 (every expert then has one token chunk, see decode_gemm.cuh), doubling until the
-  // (expert, tile, split) items fill the two CTA slots per SM, each split at least 2 k-blocks,
-  // at most settings().sm90_split_k.
+  // T <= 16 (every expert then has one token chunk, see decode_gemm.cuh), doubling while the
+  // (expert, tile, split) items still fit the two CTA slots per SM in one wave (a second wave
+  // costs what the split saves: Mistral-Small-4 T = 1, 160 items split 2 ways, was 3-12 %
+  // slower than unsplit on the H200 at 85368b4), each split at least 2 k-blocks, at most
+  // settings().sm90_split_k.
   DecodeSplits decode_splits(int64_t tokens) const {
     DecodeSplits d;
     const Plan p = plan(spec_, tokens);
@@ -121,7 +123,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
     for (int g = 0; g < 2; ++g) {
       const int64_t items = experts * ceil_div(n[g], kDecodeRows);
       d.slots = std::max(d.slots, items);
-      while (d.gemm[g] < rt::settings().sm90_split_k && items * d.gemm[g] < 2 * sm_count_ && kb[g] >= 4 * d.gemm[g])
+      while (d.gemm[g] < rt::settings().sm90_split_k && items * d.gemm[g] * 2 <= 2 * sm_count_ &&
+             kb[g] >= 4 * d.gemm[g])
         d.gemm[g] *= 2;
     }
     return d;
