@@ -47,8 +47,7 @@ nlohmann::json record_header(std::string_view kind, int device) {
           {"commit", rt::settings().commit},
           {"date", iso8601_utc_now()},
           {"device", device_record(device)},
-          {"planner", {{"sm90_crossover", rt::settings().sm90_crossover},  // < 0: the tuned table
-                       {"sm90_split_k", rt::settings().sm90_split_k}}}};
+          {"planner", {{"sm90_crossover", rt::settings().sm90_crossover}}}};  // < 0: the tuned table
 }
 
 }  // namespace moeforge::bench

@@ -59,8 +59,7 @@ json doctor_report(const DoctorOptions& opt) {
                    {"allow_family", s.allow_family},
                    {"sync_check", s.sync_check},
                    {"fault_stage", s.fault_stage},
-                   {"sm90_crossover", s.sm90_crossover},
-                   {"sm90_split_k", s.sm90_split_k}};
+                   {"sm90_crossover", s.sm90_crossover}};
 
   // Devices, each with its exact target and a self-test.
   std::vector<DeviceInfo> devices;

@@ -43,11 +43,6 @@ Settings settings_from(const std::function<const char*(const char*)>& env) {
     if (end && *end == '\0' && v >= 0) s.sm90_crossover = v;
     else warn(std::string("MOEFORGE_SM90_CROSSOVER='") + x + "' is not a number >= 0; using the tuned table");
   }
-  if (const char* x = env("MOEFORGE_SM90_SPLIT_K"); x && *x) {
-    const std::string v = x;
-    if (v == "1" || v == "2" || v == "4") s.sm90_split_k = v[0] - '0';
-    else warn(std::string("MOEFORGE_SM90_SPLIT_K='") + x + "' is not 1, 2 or 4; using 4");
-  }
   return s;
 }
 

@@ -26,7 +26,6 @@ struct Settings {
   std::string fault_stage;  // "" = none
   std::string commit = "unknown";  // for result records
   double sm90_crossover = -1;      // < 0: the tuned table
-  int sm90_split_k = 4;            // most K splits of the sm90 decode GEMMs at T <= 16 (1: none)
 };
 
 // Reads the environment on first call; the same object afterwards.

@@ -123,7 +123,6 @@ struct LayerWeights {  // the prepared layout of layout.cpp, experts 0..E+S-1, o
 // y and xg are the same buffer: the gathered x is dead once GEMM 1 has run.
 struct PluginChunk {
   CUdeviceptr x = 0;  // [n, H] bf16
-  CUdeviceptr scratch = 0;  // scratch_bytes(tokens) of call workspace, contents undefined
   CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_token = 0, row_weight = 0;
   CUdeviceptr xg = 0, scale = 0, h = 0, y = 0;  // [rows, H] bf16, [rows] f32, [rows, I] bf16, [rows, H] bf16
   int64_t tokens = 0, rows_bound = 0, tile_bound = 0;  // tokens: this chunk's
@@ -133,7 +132,6 @@ class GemmPlugin {
  public:
   virtual ~GemmPlugin() = default;
   virtual int bm() const = 0;                            // M tile = segment padding
-  virtual int64_t scratch_bytes(int64_t tokens) const { return 0; }  // PluginChunk::scratch, per chunk
   virtual void run(const PluginChunk& chunk) const = 0;  // gather, GEMM 1, GEMM 2
 };
 // Workspace bytes per padded row when a plugin runs the GEMMs: xg (= y), h, scale, row maps.

@@ -17,7 +17,6 @@
 #include "backends/sm90/sm90.hpp"
 #include "moeforge/errors.hpp"
 #include "runtime/driver.hpp"
-#include "runtime/settings.hpp"
 
 namespace moeforge {
 namespace sm90 {
@@ -85,13 +84,6 @@ class Sm90Gemms final : public portable::GemmPlugin {
 
   int bm() const override { return kBM; }
 
-  // Split K of the decode GEMMs (T <= 16): the arrival counters, then the f32 partial tiles.
-  int64_t scratch_bytes(int64_t tokens) const override {
-    const DecodeSplits d = decode_splits(tokens);
-    if (d.gemm[0] == 1 && d.gemm[1] == 1) return 0;
-    return partial_offset(d) + d.slots * std::max(d.gemm[0], d.gemm[1]) * kDecodeRows * 16 * 4;
-  }
-
   void run(const portable::PluginChunk& c) const override {
     const Plan p = plan(spec_, c.tokens);
     // The W4A16 / W8A16 decode GEMMs read x in their permuted K order, the rest in natural order.
@@ -103,39 +95,6 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
  private:
-  struct DecodeSplits {
-    int gemm[2] = {1, 1};  // K splits of GEMM 1, GEMM 2
-    int64_t slots = 0;     // (expert, weight tile) items of the larger GEMM
-  };
-  // K splits for the decode GEMMs of a call of `tokens` tokens: only at 16-token tiles with
-  // T <= 16 (every expert then has one token chunk, see decode_gemm.cuh), doubling while the
-  // (expert, tile, split) items still fit the two CTA slots per SM in one wave (a second wave
-  // costs what the split saves: Mistral-Small-4 T = 1, 160 items split 2 ways, was 3-12 %
-  // slower than unsplit on the H200 at 85368b4), each split at least 2 k-blocks, at most
-  // settings().sm90_split_k.
-  DecodeSplits decode_splits(int64_t tokens) const {
-    DecodeSplits d;
-    const Plan p = plan(spec_, tokens);
-    if (p.wide || p.bt != 16 || tokens > 16) return d;
-    const int64_t H = spec_.hidden, I = spec_.intermediate, ks = decode_stage_k(codes_);
-    const int64_t experts = decode_experts(tokens);
-    const int64_t n[2] = {2 * I, H}, kb[2] = {ceil_div(H, ks), ceil_div(I, ks)};
-    for (int g = 0; g < 2; ++g) {
-      const int64_t items = experts * ceil_div(n[g], kDecodeRows);
-      d.slots = std::max(d.slots, items);
-      while (d.gemm[g] < rt::settings().sm90_split_k && items * d.gemm[g] * 2 <= 2 * sm_count_ &&
-             kb[g] >= 4 * d.gemm[g])
-        d.gemm[g] *= 2;
-    }
-    return d;
-  }
-  static int64_t partial_offset(const DecodeSplits& d) { return (d.slots * 4 + 255) / 256 * 256; }
-  // At most T * k + S experts have rows.
-  int64_t decode_experts(int64_t tokens) const {
-    const int64_t et = spec_.num_experts + spec_.num_shared_experts;
-    return std::clamp<int64_t>(tokens * spec_.topk + spec_.num_shared_experts, 1, et);
-  }
-
   void run_decode(const portable::PluginChunk& c, int bt) const {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     int ti = 0;
@@ -143,26 +102,19 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, uint32_t(bt), "gathered x");
     const CUtensorMap h = encode_bf16_2d(c.h, I, rows, I * 2, uint32_t(bt), "h");
     // Persistent grid: two CTAs per SM at most, fewer when there are fewer (expert with rows,
-    // weight tile, K split) items.
+    // weight tile) items; at most T * k + S experts have rows.
     const int64_t et = spec_.num_experts + spec_.num_shared_experts;
-    const int64_t experts = decode_experts(c.tokens);
-    const DecodeSplits d = decode_splits(c.tokens);
-    auto grid = [&](int64_t n, int splits) {
-      return rt::Dim3{unsigned(std::min<int64_t>(2 * sm_count_, experts * ceil_div(n, kDecodeRows) * splits))};
+    const int64_t experts = std::clamp<int64_t>(c.tokens * spec_.topk + spec_.num_shared_experts, 1, et);
+    auto grid = [&](int64_t n) {
+      return rt::Dim3{unsigned(std::min<int64_t>(2 * sm_count_, experts * ceil_div(n, kDecodeRows)))};
     };
-    // Split K: counters start at 0 each call (the last split of a tile resets its own, so GEMM 2
-    // finds them at 0 again).
-    const CUdeviceptr arrivals = c.scratch, partial = c.scratch + CUdeviceptr(partial_offset(d));
-    if (d.gemm[0] > 1 || d.gemm[1] > 1)
-      rt::check(rt::driver().cuMemsetD32Async(arrivals, 0, size_t(d.slots), c.stream), "cuMemsetD32Async (split K)");
     const unsigned smem = unsigned(decode_smem_bytes(bt, codes_, int(et)));
     const int64_t ks = decode_stage_k(codes_);
-    rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I), d.gemm[0]), {unsigned(kThreads)}, smem, c.stream, "gemm1",
+    rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I)), {unsigned(kThreads)}, smem, c.stream, "gemm1",
                     w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off, CUdeviceptr(0), c.h, int(2 * I),
-                    int(ceil_div(int64_t(H), ks)), d.gemm[0], partial, arrivals);
-    rt::launch_with(*decode_[ti][1], grid(int64_t(H), d.gemm[1]), {unsigned(kThreads)}, smem, c.stream, "gemm2",
-                    w2_rows_map_, w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y, int(H),
-                    int(ceil_div(int64_t(I), ks)), d.gemm[1], partial, arrivals);
+                    int(ceil_div(int64_t(H), ks)));
+    rt::launch_with(*decode_[ti][1], grid(int64_t(H)), {unsigned(kThreads)}, smem, c.stream, "gemm2", w2_rows_map_,
+                    w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y, int(H), int(ceil_div(int64_t(I), ks)));
   }
 
   void run_wide(const portable::PluginChunk& c) const {

@@ -54,7 +54,7 @@ constexpr int decode_smem_bytes(int bt, Codes c, int experts) {
                       : c == Codes::W8 ? kDecodeRows * k + kDecodeRows * 4
                                        : kDecodeRows * k * 2;
   const int stages = decode_stages(bt, c);
-  return (stages * (weights + bt * k * 2) + 16 * stages + 8 + 2 * experts + 1023) / 1024 * 1024 + 1024;
+  return (stages * (weights + bt * k * 2) + 16 * stages + 4 + 2 * experts + 1023) / 1024 * 1024 + 1024;
 }
 inline constexpr const char* kTarget = "sm_90a";
 

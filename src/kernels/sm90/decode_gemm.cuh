@@ -49,14 +49,6 @@
 // 16 codes of rows r and r + 8 (two 128-bit shared loads) and dequantizes them with the
 // row's scale into the same register A fragments (sm90/w8a16.cuh, the W4 K order).
 //
-// Split K (k_splits > 1, 16-token tiles only, the host passes it only when T <= 16 so that
-// every expert has one token chunk): at T = 1 the (expert, tile) items are fewer than the
-// 264 CTA slots and each CTA's dequantize-and-wgmma chain, not HBM, sets the time. Item
-// (y, nt, split) covers k-blocks [split * k_blocks / k_splits, (split + 1) * k_blocks / k_splits);
-// each split stores its f32 partial tile to `partial`, then counts itself in arrivals[(y, nt)];
-// the last one to arrive sums all partials in split order (the same sum whoever is last:
-// deterministic), resets the counter for the next GEMM of the call, and runs the epilogue.
-//
 // Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
 // W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES
 // (the host's launch size, checked).
@@ -112,7 +104,6 @@ struct Smem {
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
   int num_active;
-  int last_split;       // split K: this CTA's split arrived last (consumers only)
   u16 active[E_TOTAL];  // the experts with rows, in index order
 };
 static_assert(BT * BK * 2 % 1024 == 0, "token tiles keep the 1024-byte swizzle alignment");
@@ -133,45 +124,15 @@ __device__ __forceinline__ void list_active_experts(const int* __restrict__ coun
   if (lane == 0) sm.num_active = n;
 }
 
-// Split K: stores this split's partial tile (the thread's rows r, r + 8 of its warpgroup's 64,
-// tokens 8i + 2t + j), and returns whether this CTA arrived last; if so, acc holds the sum of
-// all splits' partials in split order and the arrival counter is reset. 256 consumer threads.
-__device__ __forceinline__ bool reduce_splits(float (&acc)[BT / 2], float* __restrict__ partial,
-                                              int* __restrict__ arrivals, Smem& sm, int tile, int split,
-                                              int k_splits, int cw, int warp, int g, int t) {
-  // acc[a] of the m64nBT fragment: row r (+ 8 if a & 2), token 8 (a / 4) + 2t + (a & 1), at
-  // offset (r * BT + 2t) + off(a) of a [row][token] tile; partial is [tile][split][row][token].
-  auto off = [](int a) { return (a & 2 ? 8 * BT : 0) + (a >> 2) * 8 + (a & 1); };
-  float* const mine = partial + (i64)tile * k_splits * (WM * BT) + (cw * 64 + warp * 16 + g) * BT + 2 * t;
-#pragma unroll
-  for (int a = 0; a < BT / 2; ++a) mine[split * (WM * BT) + off(a)] = acc[a];
-  __threadfence();  // the partial is visible before the arrival is
-  named_bar_sync(2, 128 * kConsumers);
-  if (threadIdx.x == 128) sm.last_split = atomicAdd(&arrivals[tile], 1) == k_splits - 1;
-  named_bar_sync(2, 128 * kConsumers);
-  if (!sm.last_split) return false;
-  __threadfence();
-#pragma unroll
-  for (int a = 0; a < BT / 2; ++a) acc[a] = 0.f;
-  for (int sp = 0; sp < k_splits; ++sp)  // split order, whoever arrived last
-#pragma unroll
-    for (int a = 0; a < BT / 2; ++a) acc[a] += __ldcg(mine + sp * (WM * BT) + off(a));  // L2: other CTAs' stores
-  if (threadIdx.x == 128) arrivals[tile] = 0;  // ready for the call's next GEMM
-  return true;
-}
-
 }  // namespace sm90dec
 
 // W4: tm_s = the scales' 3-D map, gscale = [E_TOTAL] global scales. W8: tm_s = the scales'
-// 3-D map (gscale unused). bf16: both unused (any map, null). k_splits: 1, or (BT = 16 and
-// every expert <= 16 rows) 2 or 4 with partial [(active experts x tiles) x k_splits][128][16]
-// f32 and arrivals [active experts x tiles], zero on entry (both unused with 1).
+// 3-D map (gscale unused). bf16: both unused (any map, null).
 extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
     moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_s,
                     const __grid_constant__ TensorMap tm_x, const float* __restrict__ gscale,
                     const int* __restrict__ counts, const i64* __restrict__ seg_off,
-                    const float* __restrict__ row_scale, u16* __restrict__ out, int n_per_expert, int k_blocks,
-                    int k_splits, float* __restrict__ partial, int* __restrict__ arrivals) {
+                    const float* __restrict__ row_scale, u16* __restrict__ out, int n_per_expert, int k_blocks) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90/decode_gemm.cuh must be compiled for sm_90a"
 #endif
@@ -184,8 +145,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   __syncthreads();
   // Work items (active expert y, weight tile nt), y-major, strided over the persistent grid;
   // the stage ring runs on across items, so only the first item fills the pipeline.
-  // Split K: item = (y * n_tiles + nt) * k_splits + split, the splits of a tile side by side.
-  const int n_tiles = (n_per_expert + WM - 1) / WM, n_items = sm.num_active * n_tiles * k_splits;
+  const int n_tiles = (n_per_expert + WM - 1) / WM, n_items = sm.num_active * n_tiles;
 
   if (wg == 0) {
     // ================= producer
@@ -197,14 +157,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #endif
       u32 it = 0;
       for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
-        const int tile = item / k_splits, split = item % k_splits;
-        const int e = sm.active[tile / n_tiles], nt = tile % n_tiles;
-        const int kb0 = split * k_blocks / k_splits, kb1 = (split + 1) * k_blocks / k_splits;
+        const int e = sm.active[item / n_tiles], nt = item % n_tiles;
         const int chunks = (counts[e] + BT - 1) / BT;
         const i64 seg = seg_off[e];
         const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
         for (int c = 0; c < chunks; ++c)
-          for (int kb = kb0; kb < kb1; ++kb, ++it) {
+          for (int kb = 0; kb < k_blocks; ++kb, ++it) {
             const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
             mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
             const u32 full = smem_u32(&sm.full[s]);
@@ -237,8 +195,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   constexpr u32 kXStage = SUB * BT * BK * 2, kXSub = BT * BK * 2;  // bytes
   u32 it = 0;
   for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
-    const int e = sm.active[item / k_splits / n_tiles], nt = item / k_splits % n_tiles;
-    const int kb0 = item % k_splits * k_blocks / k_splits, kb1 = (item % k_splits + 1) * k_blocks / k_splits;
+    const int e = sm.active[item / n_tiles], nt = item % n_tiles;
     const int count = counts[e];
     const i64 seg = seg_off[e];
     const int chunks = (count + BT - 1) / BT;
@@ -251,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
       // codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
       const int ra = cw * 64 + warp * 16 + g;
       u32 a[kASets][4][4];
-      for (int kb = kb0; kb < kb1; ++kb, ++it) {
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
         mbar_wait(smem_u32(&sm.full[s]), ph);
 #pragma unroll
@@ -276,7 +233,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
           const u64 x_desc = x_desc0 + ((s * kXStage + j * kXSub) >> 4);
 #pragma unroll
           for (int kk = 0; kk < BK / 16; ++kk)
-            wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > kb0 || j > 0 || kk > 0) ? 1u : 0u);
+            wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
           wgmma_commit();
           // The fragment set used one sub-block ago (or this one, with a single set) is
           // rewritten next: wait until at most kASets - 1 groups are pending.
@@ -285,12 +242,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #pragma unroll
           for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
           // Every group of the previous stage has completed: release it.
-          if (j == 0 && kb > kb0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+          if (j == 0 && kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
         }
         prev_s = s;
       }
 #else
-      for (int kb = kb0; kb < kb1; ++kb, ++it) {
+      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
         mbar_wait(smem_u32(&sm.full[s]), ph);
         wgmma_fence();
@@ -300,24 +257,19 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
           wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
-                                    (kb > kb0 || kk > 0) ? 1u : 0u);
+                                    (kb > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
         wgmma_wait<1>();
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-        if (kb > kb0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+        if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
         prev_s = s;
       }
 #endif
       wgmma_wait<0>();
 #pragma unroll
       for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      if (kb1 > kb0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-      if constexpr (BT == 16) {
-        if (k_splits > 1 &&
-            !reduce_splits(acc, partial, arrivals, sm, item / k_splits, item % k_splits, k_splits, cw, warp, g, t))
-          continue;
-      }
+      if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
 #if W4
       const float gs = gscale[e] * float(1 << w4::kEpilogueExp);  // the 2^-8 of the dequantized codes
 #pragma unroll
