@@ -21,7 +21,9 @@
 //    at ~256 MiB. The output itself ([T, H] doubles) is the only O(T) buffer.
 //  * Exactness. Weights are the values QuantMatrix::dequantize_rows reports (what the
 //    kernels multiply by); inputs are converted exactly from bf16/f16/f32; all sums are
-//    in double.
+//    in double. FP8 activations (spec.activation_format) are part of the layer's definition,
+//    not an approximation of it: X and h rows are quantized in 1 x 128 groups and
+//    dequantized exactly as formats::quantize_fp8_group128 states before their GEMM.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,6 +35,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
@@ -218,6 +221,21 @@ void load_x_row(const TensorView& x, int64_t t, double* out) {
   }
 }
 
+// FP8 activations (ActivationFormat::FP8_Group128): what a GEMM sees of an input row is the
+// row quantized to e4m3 with one f32 scale per 128 columns (formats::quantize_fp8_group128),
+// dequantized. Applied to x before GEMM 1 and to h before GEMM 2.
+void round_to_fp8_groups(double* row, int64_t n) {
+  thread_local std::vector<float> f, s;
+  thread_local std::vector<uint8_t> q;
+  f.resize(size_t(n));
+  q.resize(size_t(n));
+  s.resize(size_t((n + 127) / 128));
+  for (int64_t i = 0; i < n; ++i) f[size_t(i)] = float(row[i]);
+  formats::quantize_fp8_group128(f.data(), 1, n, q.data(), s.data());
+  formats::dequantize_fp8_group128(q.data(), s.data(), 1, n, f.data());
+  for (int64_t i = 0; i < n; ++i) row[i] = f[size_t(i)];
+}
+
 void check_weights(const char* what, int64_t index, const ExpertWeights& w, int64_t I, int64_t H, bool bias) {
   auto bad = [&](const std::string& why) {
     throw InvalidArgument("weights", fmt::format("{} {}: {}", what, index, why));
@@ -240,6 +258,7 @@ void run_expert(const Problem& p, const ExpertWeights& W, int64_t I, bool bias, 
   const int64_t chunk = std::max<int64_t>(kMaxNX, (int64_t(32) << 20) / (H + I));
   const int64_t pj = panel_rows(H, I);  // gate rows per GEMM1 panel (and as many up rows)
   const int64_t pc = panel_rows(I, H);  // W2 rows per GEMM2 panel
+  const bool fp8_acts = spec.activation_format == ActivationFormat::FP8_Group128;
   std::vector<double> X, h;
   for (int64_t c0 = 0; c0 < n_all; c0 += chunk) {
     const int64_t n = std::min(chunk, n_all - c0);
@@ -247,7 +266,10 @@ void run_expert(const Problem& p, const ExpertWeights& W, int64_t I, bool bias, 
     X.resize(size_t(n * H));
     h.resize(size_t(n * I));
     pool.run((n + 63) / 64, [&](int64_t task, int) {
-      for (int64_t i = task * 64; i < std::min(n, task * 64 + 64); ++i) load_x_row(*p.x, ent[i].token, &X[i * H]);
+      for (int64_t i = task * 64; i < std::min(n, task * 64 + 64); ++i) {
+        load_x_row(*p.x, ent[i].token, &X[i * H]);
+        if (fp8_acts) round_to_fp8_groups(&X[i * H], H);
+      }
     });
 
     // GEMM1 + activation: task = one panel of pj gate rows and the matching up rows.
@@ -282,6 +304,11 @@ void run_expert(const Problem& p, const ExpertWeights& W, int64_t I, bool bias, 
         }
       }
     });
+
+    if (fp8_acts)
+      pool.run((n + 63) / 64, [&](int64_t task, int) {
+        for (int64_t i = task * 64; i < std::min(n, task * 64 + 64); ++i) round_to_fp8_groups(&h[size_t(i * I)], I);
+      });
 
     // GEMM2 + weighted accumulation: task = one panel of pc output columns, so each
     // out[t][c] is touched by exactly one task (in entry order).

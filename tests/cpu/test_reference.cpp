@@ -96,19 +96,32 @@ std::vector<double> dense(const QuantMatrix& m) {
   return v;
 }
 
+// FP8 activations: a row quantized in 1 x 128 groups and back (what the layer defines).
+std::vector<double> fp8_groups(const std::vector<double>& row) {
+  const int64_t n = int64_t(row.size());
+  std::vector<float> f(row.begin(), row.end()), s(size_t((n + 127) / 128));
+  std::vector<uint8_t> q(static_cast<size_t>(n));
+  formats::quantize_fp8_group128(f.data(), 1, n, q.data(), s.data());
+  formats::dequantize_fp8_group128(q.data(), s.data(), 1, n, f.data());
+  return {f.begin(), f.end()};
+}
+
 // out[t] += w * (W2 act(W13 x + b13) + b2) for every expert, using the full weight matrix R [T, E].
 void naive_expert(const MoeSpec& s, const ExpertWeights& W, int64_t I, const std::vector<float>& x, int64_t T,
                   const std::vector<double>& R, int64_t e, int64_t E, std::vector<double>& out) {
   const int64_t H = s.hidden;
   const auto w13 = dense(W.w13), w2 = dense(W.w2);
+  const bool fp8 = s.activation_format == ActivationFormat::FP8_Group128;
   for (int64_t t = 0; t < T; ++t) {
     const double w = R.empty() ? 1.0 : R[size_t(t * E + e)];
+    std::vector<double> xt(x.begin() + t * H, x.begin() + (t + 1) * H);
+    if (fp8) xt = fp8_groups(xt);
     std::vector<double> h(static_cast<size_t>(I));
     for (int64_t j = 0; j < I; ++j) {
       double g = 0, u = 0;
       for (int64_t c = 0; c < H; ++c) {
-        g += w13[size_t(j * H + c)] * x[size_t(t * H + c)];
-        u += w13[size_t((I + j) * H + c)] * x[size_t(t * H + c)];
+        g += w13[size_t(j * H + c)] * xt[size_t(c)];
+        u += w13[size_t((I + j) * H + c)] * xt[size_t(c)];
       }
       if (!W.b13.empty()) {
         g += W.b13[size_t(j)];
@@ -116,6 +129,7 @@ void naive_expert(const MoeSpec& s, const ExpertWeights& W, int64_t I, const std
       }
       h[size_t(j)] = naive_act(s.activation, g, u);
     }
+    if (fp8) h = fp8_groups(h);
     for (int64_t c = 0; c < H; ++c) {
       double y = W.b2.empty() ? 0.0 : W.b2[size_t(c)];
       for (int64_t j = 0; j < I; ++j) y += w2[size_t(c * I + j)] * h[size_t(j)];
@@ -180,6 +194,31 @@ TEST(ReferenceLayer, MatchesNaiveEveryWeightFormatAndInputDtype) {
       const auto got = reference::forward(s, *ws, in.x(), in.l(s.num_experts), {.threads = 1});
       EXPECT_LT(rel_err(got, want), 1e-13);
     }
+}
+
+// FP8 activations (1 x 128 groups of x before GEMM 1 and of h before GEMM 2), with H and I
+// spanning whole and partial groups, every weight format; and they do change the result.
+TEST(ReferenceLayer, MatchesNaiveWithFp8Activations) {
+  int n = 0;
+  for (auto wf : {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4}) {
+    MoeSpec s = tiny(RoutingKind::Softmax, ActivationKind::SwiGLU, wf, false, 1);
+    s.hidden = 320;  // 2 groups + 64
+    s.intermediate = s.shared_intermediate = 160;
+    s.activation_format = ActivationFormat::FP8_Group128;
+    SCOPED_TRACE(std::string(to_string(wf)));
+    auto ws = make_synthetic_weights(s, 90 + n++);
+    Inputs in = make_inputs(s, 6, DType::bf16, 60 + n);
+    const auto r = reference::route(s, in.logits.data(), in.T, {});
+    const auto want = naive_forward(s, *ws, in.xf, in.T, r.ids, r.weights);
+    const auto got = reference::forward(s, *ws, in.x(), in.l(s.num_experts), {.threads = 2});
+    EXPECT_LT(rel_err(got, want), 1e-13);
+    MoeSpec b = s;
+    b.activation_format = ActivationFormat::BF16;
+    const auto bf = reference::forward(b, *ws, in.x(), in.l(s.num_experts), {.threads = 2});
+    const double d = rel_err(got, bf);  // e4m3 keeps 3 mantissa bits: percent-level, not zero
+    EXPECT_GT(d, 1e-3);
+    EXPECT_LT(d, 1e-1);
+  }
 }
 
 TEST(ReferenceLayer, InMemoryWeightsGiveTheSameAsTheirSource) {
