@@ -210,6 +210,10 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
             MoeSpec q = presets::get(p);
             q.weight_format = f;
             for (const KernelSpec& k : b->kernels(q)) add(k);
+            if (f == WeightFormat::FP8_Block128) {  // and with FP8 activations (W8A8)
+              q.activation_format = ActivationFormat::FP8_Group128;
+              for (const KernelSpec& k : b->kernels(q)) add(k);
+            }
           }
       }
   for (const std::string& target : supported_targets()) {

@@ -58,6 +58,17 @@ TEST(Sm90Backend, ServesBf16WithoutBiasAndSaysWhyNotOtherwise) {
     q.intermediate = q.shared_intermediate = 2048 + 32;
     EXPECT_NE(b.why_not(q, &h).find("divisible by 64"), std::string::npos) << b.why_not(q, &h);
   }
+  // FP8 activations: served with FP8 weights (W8A8) when H and I are multiples of 128.
+  MoeSpec a8 = presets::get("deepseek-v3");
+  a8.weight_format = WeightFormat::FP8_Block128;
+  a8.activation_format = ActivationFormat::FP8_Group128;
+  EXPECT_EQ(b.why_not(a8, &h), "");
+  EXPECT_NE(portable_backend().why_not(a8, &h).find("activation"), std::string::npos);
+  MoeSpec a8_bf16w = a8;
+  a8_bf16w.weight_format = WeightFormat::BF16;
+  EXPECT_NE(b.why_not(a8_bf16w, &h).find("need fp8 weights"), std::string::npos) << b.why_not(a8_bf16w, &h);
+  a8.intermediate = a8.shared_intermediate = 2048 + 64;
+  EXPECT_NE(b.why_not(a8, &h).find("divisible by 128"), std::string::npos) << b.why_not(a8, &h);
   rt::DeviceInfo ada = h;
   ada.cc_major = 8;
   ada.cc_minor = 9;
@@ -105,6 +116,19 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
       EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
     }
   }
+  // W8A8: the QGMMA GEMM pair, the quantizing gather and the h quantizer; no decode GEMMs.
+  MoeSpec a8 = s;
+  a8.weight_format = WeightFormat::FP8_Block128;
+  a8.activation_format = ActivationFormat::FP8_Group128;
+  int a8_sm90 = 0, a8_quant = 0;
+  for (const rt::KernelSpec& k : sm90_backend().kernels(a8)) {
+    EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
+    a8_sm90 += !k.targets.empty();
+    a8_quant += k.entry == "moe_sm90_quantize_rows";
+    EXPECT_NE(k.entry, "moe_sm90_decode");
+  }
+  EXPECT_EQ(a8_sm90, 2);
+  EXPECT_EQ(a8_quant, 1);
 }
 
 // The W4A16 K permutation (kernels/sm90/w4_format.cuh): a bijection of each
@@ -161,6 +185,8 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   f8.weight_format = WeightFormat::FP8_Block128;
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 1), "decode GEMMs (fp8 W8A16, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 36308), "wide GEMMs (fp8 W8A16, 128x256 tiles)");
+  f8.activation_format = ActivationFormat::FP8_Group128;
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
 }
 
 // The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a

@@ -277,6 +277,27 @@ TEST(Sm90Layer, FullSizeMistralSmall4) {
   }
 }
 
+// FP8 weights with FP8 activations (W8A8: QGMMA wide GEMMs at every T, x quantized by the
+// gather and h in place, 1 x 128 groups) against the reference, which quantizes the same way.
+TEST(Sm90Layer, Fp8ActivationsW8A8) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  for (const char* model : kModels) {
+    if (std::string(model) == "gpt-oss-120b") continue;  // expert biases: the portable backend's
+    MoeSpec spec = reduced(model);
+    spec.weight_format = WeightFormat::FP8_Block128;
+    spec.activation_format = ActivationFormat::FP8_Group128;
+    spec.hidden = (spec.hidden + 127) / 128 * 128;  // whole groups
+    spec.intermediate = (spec.intermediate + 127) / 128 * 128;
+    if (spec.num_shared_experts) spec.shared_intermediate = spec.intermediate;
+    spec.validate();
+    for (int64_t T : {int64_t(1), int64_t(7), int64_t(333), int64_t(2048)}) {
+      SCOPED_TRACE(std::string(model) + " T=" + std::to_string(T));
+      run_case(spec, T, "sm90");
+    }
+  }
+}
+
 // Decode sizes of full-size shapes in every format the sm90 backend takes (the reduced
 // models' matrices have few k-blocks and tiles), each run bitwise equal to the last.
 TEST(Sm90Layer, FullSizeDecodeInEveryFormat) {

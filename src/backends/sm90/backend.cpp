@@ -29,19 +29,24 @@ class Sm90Gemms final : public portable::GemmPlugin {
   Sm90Gemms(const MoeSpec& spec, int device, const portable::LayerWeights& w) : spec_(spec), codes_(codes(spec)) {
     const rt::DeviceInfo& info = rt::cached_device_info(device);
     sm_count_ = info.sm_count;
-    gather_ = &rt::load_kernel(device, gather_kernel(spec));
-    gather_permuted_ = permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, true)) : gather_;
+    const bool w8a8 = codes_ == Codes::W8A8;
+    gather_ = &rt::load_kernel(device, gather_kernel(spec, w8a8 ? GatherOrder::QuantFp8 : GatherOrder::Natural));
+    gather_permuted_ =
+        permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, GatherOrder::PermutedK)) : gather_;
+    if (w8a8) quantize_ = &rt::load_kernel(device, quantize_kernel(spec));
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
-    for (int i = 0; i < 3; ++i)
-      for (int stage : {1, 2})
-        decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
+    if (has_decode(codes_))
+      for (int i = 0; i < 3; ++i)
+        for (int stage : {1, 2})
+          decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
-    if (codes_ == Codes::W8) {
-      // Codes [E+S][N][KP] bytes; scales [E+S][KP/128][N] f32 (layout.cpp). Decode: boxes of
-      // 128 rows x 128 K (128B-swizzled codes) and 128 scales; wide: 256 rows x 64 K, 256 scales.
+    if (codes_ == Codes::W8 || w8a8) {
+      // Codes [E+S][N][KP] bytes; scales [E+S][KP/128][N] f32 (layout.cpp). Decode (and W8A8's
+      // 128 x 128 tiles): boxes of 128 rows x 128 K (128B-swizzled codes) and 128 scales;
+      // wide W8A16: 256 rows x 64 K, 256 scales.
       const uint32_t k = decode_stage_k(codes_), rows = kDecodeRows;
       const uint64_t kb13 = (kp13 + 127) / 128, kb2 = (kp2 + 127) / 128;
       w13_rows_map_ = encode_u8(w.w13, {kp13, et * 2 * I}, {k, rows}, true, "w13 codes");
@@ -85,6 +90,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
   int bm() const override { return kBM; }
 
   void run(const portable::PluginChunk& c) const override {
+    if (codes_ == Codes::W8A8) return run_w8a8(c);
     const Plan p = plan(spec_, c.tokens);
     // The W4A16 / W8A16 decode GEMMs read x in their permuted K order, the rest in natural order.
     const rt::LoadedKernel& gather = (permuted_k(codes_) && !p.wide) ? *gather_permuted_ : *gather_;
@@ -137,6 +143,39 @@ class Sm90Gemms final : public portable::GemmPlugin {
                     y_out, w2_wide_scales_map_, g2_, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H), kb2);
   }
 
+  // FP8 x FP8 (fp8_gemm.cuh): x quantized by the gather into the gathered-x buffer, h quantized
+  // in place between the GEMMs; each row's codes then its scales within its bf16 row's bytes.
+  void run_w8a8(const portable::PluginChunk& c) const {
+    const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
+    const int tile_bound = int(c.tile_bound);
+    const unsigned tb = unsigned(c.tile_bound), threads = unsigned(kGatherThreads);
+    rt::launch_with(*gather_, {tb}, {threads}, 0, c.stream, "permute", c.x, c.counts, c.seg_off, c.num_tiles,
+                    c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
+    // A operands: codes box {128 B, 128 rows} (swizzled), scales box {4 floats, 128 rows}.
+    auto codes_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
+      return encode_u8(p, {2 * k, rows}, {128, 128}, true, what);
+    };
+    auto scales_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
+      return encode_f32(p, {k / 2, rows}, {4, 128}, what);
+    };
+    const CUtensorMap xq = codes_map(c.xg, H, "x codes"), xs = scales_map(c.xg, H, "x scales");
+    const CUtensorMap hq = codes_map(c.h, I, "h codes"), hs = scales_map(c.h, I, "h scales");
+    const CUtensorMap h_out = encode_bf16_2d(c.h, I, rows, I * 2, kEpiBox, "h");
+    const CUtensorMap y_out = encode_bf16_2d(c.y, H, rows, H * 2, kEpiBox, "y");
+    const int n1 = int(ceil_div(int64_t(2 * I), kBNW8A8)), n2 = int(ceil_div(int64_t(H), kBNW8A8));
+    const int kb1 = int(H / 128), kb2 = int(I / 128);
+    const unsigned smem = unsigned(kSmemBytesW8A8);
+    const CUdeviceptr no_scale = 0;
+    rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
+                    w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1,
+                    int(2 * I), kb1, int(H / 4));
+    rt::launch_with(*quantize_, {tb}, {threads}, 0, c.stream, "gemm2", c.h, c.counts, c.seg_off, c.num_tiles,
+                    c.tile_expert);
+    rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
+                    w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H),
+                    kb2, int(I / 4));
+  }
+
   // Persistent: one CTA per SM at most (the tile count is only known on the device).
   unsigned grid(int tile_bound, int n_tiles) const {
     return unsigned(std::max<int64_t>(1, std::min<int64_t>(sm_count_, int64_t(tile_bound) * n_tiles)));
@@ -146,6 +185,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
   Codes codes_ = Codes::BF16;  // NVFP4 / FP8: W4A16 / W8A16 decode GEMMs, dequantizing wide GEMMs
   int sm_count_ = 0;
   const rt::LoadedKernel *gather_ = nullptr, *gather_permuted_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
+  const rt::LoadedKernel* quantize_ = nullptr;  // W8A8: h in place between the GEMMs
   const rt::LoadedKernel* decode_[3][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4: their codes)
   CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4, w8: the wide GEMMs' scale boxes
@@ -166,7 +206,8 @@ class Sm90Backend final : public Backend {
       return fmt::format("{} is {}; the TMA/wgmma kernels are built for {} only", device->name, device->target,
                          kTarget);
     if (std::string r = spec_unsupported(spec); !r.empty()) return r;
-    if (std::string r = portable_backend().why_not(spec, device); !r.empty()) return "portable pipeline: " + r;
+    if (std::string r = portable_backend().why_not(pipeline_spec(spec), device); !r.empty())
+      return "portable pipeline: " + r;
     for (const rt::KernelSpec& k : own_kernels(spec))  // the portable ones: checked just above
       if (std::string v = rt::budget_violation(k, *device); !v.empty()) return v;
     return "";
@@ -190,6 +231,7 @@ class Sm90Backend final : public Backend {
   std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
     const Plan p = plan(spec, tokens);
     const Codes c = codes(spec);
+    if (c == Codes::W8A8) return "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)";
     const char* w = c == Codes::W4 ? "nvfp4 W4A16, " : c == Codes::W8 ? "fp8 W8A16, " : "";
     return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w) : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);
   }

@@ -9,14 +9,32 @@ namespace moeforge::sm90 {
 Codes codes(const MoeSpec& spec) {
   switch (spec.weight_format) {
     case WeightFormat::NVFP4: return Codes::W4;
-    case WeightFormat::FP8_Block128: return Codes::W8;
+    case WeightFormat::FP8_Block128:
+      return spec.activation_format == ActivationFormat::FP8_Group128 ? Codes::W8A8 : Codes::W8;
     default: return Codes::BF16;
   }
 }
 
+MoeSpec pipeline_spec(const MoeSpec& spec) {
+  MoeSpec p = spec;
+  p.activation_format = ActivationFormat::BF16;
+  return p;
+}
+
 std::string spec_unsupported(const MoeSpec& spec) {
-  if (std::string r = portable::spec_unsupported(spec); !r.empty()) return r;
+  if (std::string r = portable::spec_unsupported(pipeline_spec(spec)); !r.empty()) return r;
   const WeightFormat f = spec.weight_format;
+  if (spec.activation_format == ActivationFormat::FP8_Group128) {
+    if (f != WeightFormat::FP8_Block128)
+      return fmt::format("fp8 activations on sm90 need fp8 weights (the W8A8 GEMMs), got {} weights", to_string(f));
+    if (spec.hidden % 128 != 0 || spec.intermediate % 128 != 0)
+      return fmt::format("fp8 activations on sm90 need hidden and intermediate sizes divisible by 128 (whole 1 x 128 "
+                         "groups), got H={} I={}",
+                         spec.hidden, spec.intermediate);
+  } else if (spec.activation_format != ActivationFormat::BF16) {
+    return fmt::format("activation format {} (the sm90 GEMMs take bf16 and fp8 activations)",
+                       to_string(spec.activation_format));
+  }
   if (f == WeightFormat::MXFP4)
     return fmt::format("weights {}: the sm90 GEMMs take bf16 (or f16, staged as bf16), fp8 and nvfp4 weights so far; "
                        "the portable backend runs {}",
@@ -39,6 +57,16 @@ void add_activation(const MoeSpec& spec, rt::KernelSpec& k) {
 
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
   rt::KernelSpec k;
+  if (codes(spec) == Codes::W8A8) {
+    k.source = "sm90/fp8_gemm.cuh";
+    k.entry = "moe_sm90_fp8_gemm";
+    k.defines = {{"GEMM_STAGE", std::to_string(stage)}, {"SM90_FP8_SMEM_BYTES", std::to_string(kSmemBytesW8A8)}};
+    if (stage == 1) add_activation(spec, k);
+    k.threads = kThreads;
+    k.smem_bytes = kSmemBytesW8A8;
+    k.targets = {kTarget};
+    return k;
+  }
   k.source = "sm90/grouped_gemm.cuh";
   k.entry = "moe_sm90_gemm";
   k.defines = {{"GEMM_STAGE", std::to_string(stage)},
@@ -52,14 +80,24 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
   return k;
 }
 
-rt::KernelSpec gather_kernel(const MoeSpec& spec, bool permute_k) {
+rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
   rt::KernelSpec k;
   k.source = "sm90/gather.cuh";
   k.entry = "moe_sm90_gather";
   k.defines = {{"E", std::to_string(spec.num_experts)},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"HIDDEN", std::to_string(spec.hidden)},
-               {"PERMUTE_K", permute_k ? "1" : "0"}};
+               {"PERMUTE_K", order == GatherOrder::PermutedK ? "1" : "0"},
+               {"QUANT_FP8", order == GatherOrder::QuantFp8 ? "1" : "0"}};
+  k.threads = kGatherThreads;
+  return k;
+}
+
+rt::KernelSpec quantize_kernel(const MoeSpec& spec) {
+  rt::KernelSpec k;
+  k.source = "sm90/quantize.cuh";
+  k.entry = "moe_sm90_quantize_rows";
+  k.defines = {{"QUANT_K", std::to_string(spec.intermediate)}};
   k.threads = kGatherThreads;
   return k;
 }
@@ -87,12 +125,19 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
 std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   std::vector<rt::KernelSpec> out;
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
-  out.push_back(gather_kernel(spec));
-  if (permuted_k(codes(spec))) out.push_back(gather_kernel(spec, true));
+  const Codes c = codes(spec);
+  if (c == Codes::W8A8) {
+    out.push_back(gather_kernel(spec, GatherOrder::QuantFp8));
+    out.push_back(quantize_kernel(spec));
+  } else {
+    out.push_back(gather_kernel(spec));
+  }
+  if (permuted_k(c)) out.push_back(gather_kernel(spec, GatherOrder::PermutedK));
   out.push_back(gemm_kernel(spec, 1));
   out.push_back(gemm_kernel(spec, 2));
-  for (int bt : kDecodeTiles)
-    for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
+  if (has_decode(c))
+    for (int bt : kDecodeTiles)
+      for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
   return out;
 }
 

@@ -42,6 +42,7 @@ double crossover_rows(const MoeSpec& spec) {
   const double forced = rt::settings().sm90_crossover;
   if (forced >= 0) return forced;
   switch (codes(spec)) {
+    case Codes::W8A8: return 0;  // wide (QGMMA) GEMMs at every T: no W8A8 decode GEMMs yet
     case Codes::W4: return kCrossoverRowsW4;
     case Codes::W8: return kCrossoverRowsW8;
     default: return kCrossoverRowsBf16;

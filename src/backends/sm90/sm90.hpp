@@ -28,22 +28,33 @@ constexpr int kBM = 128, kBN = 256, kBK = 64, kThreads = 384, kEpiBox = 64;
 constexpr int kSmemBytes = 231424;  // 4 x (16 + 32) KB stages + 2 x 2 x 8 KB boxes + barriers, + 1 KB align
 // How the sm90 GEMMs read the weights: bf16 tiles by TMA, or codes dequantized on the chip
 // (W4: NVFP4, sm90/w4a16.cuh; W8: FP8 e4m3 with 128-column f32 scales, sm90/w8a16.cuh).
-enum class Codes { BF16, W4, W8 };
+// W8A8: FP8 weights with FP8 activations (MoeSpec::activation_format), QGMMA (sm90/fp8_gemm.cuh).
+enum class Codes { BF16, W4, W8, W8A8 };
 Codes codes(const MoeSpec& spec);
+// The spec the portable pipeline (routing, permute, combine) sees: activations' format is the
+// GEMMs' business.
+MoeSpec pipeline_spec(const MoeSpec& spec);
 // NVFP4 (W4): 3 x (16 + 32 + 8 + 1) KB stages (A, dequantized B, codes, scales) + boxes + barriers.
 constexpr int kSmemBytesW4 = 209920;
 // FP8 (W8): 3 x (16 + 16 + 1) KB stages (A, codes, scales) + 2 dequantized B tiles + boxes + barriers.
 constexpr int kSmemBytesW8 = 201728;
+// FP8 x FP8 (W8A8, fp8_gemm.cuh): 5 x (16 + 16 + 2 + 0.5) KB stages + boxes + barriers.
+constexpr int kSmemBytesW8A8 = 210944;
 constexpr int wide_smem_bytes(Codes c) {
-  return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : kSmemBytes;
+  return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : c == Codes::W8A8 ? kSmemBytesW8A8 : kSmemBytes;
 }
+// W8A8 runs its wide GEMMs at every T (no W8A8 decode GEMMs yet); its tile is 128 x 128.
+constexpr bool has_decode(Codes c) { return c != Codes::W8A8; }
+constexpr int kBNW8A8 = 128;
 constexpr int kGatherThreads = 256;
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64;
 // bf16 weights: 4 stages of 64 K (16 KB); NVFP4 (W4): stages of 256 K (16 KB codes + 2 KB
 // scales), 4 / 3 / 2 of them at token tiles 16 / 32 / 64; FP8 (W8): stages of 128 K (16 KB
 // codes + 512 B scales), 4 / 4 / 3 of them (two CTAs per SM).
 constexpr int kDecodeRows = 128;
-constexpr int decode_stage_k(Codes c) { return c == Codes::W4 ? 4 * kBK : c == Codes::W8 ? 2 * kBK : kBK; }
+constexpr int decode_stage_k(Codes c) {
+  return c == Codes::W4 ? 4 * kBK : (c == Codes::W8 || c == Codes::W8A8) ? 2 * kBK : kBK;
+}
 constexpr int decode_stages(int bt, Codes c) {
   return c == Codes::W4 ? (bt == 16 ? 4 : bt == 32 ? 3 : 2) : c == Codes::W8 ? (bt == 64 ? 3 : 4) : 4;
 }
@@ -62,15 +73,18 @@ inline constexpr const char* kTarget = "sm_90a";
 std::string spec_unsupported(const MoeSpec& spec);
 
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
-// permute_k: store x in the W4A16 decode GEMMs' K order (sm90/w4_format.cuh); the wide GEMMs
-// (bf16 or dequantized NVFP4 B tiles) read the natural order.
-rt::KernelSpec gather_kernel(const MoeSpec& spec, bool permute_k = false);
+// How the gather stores x rows: as they are (the wide GEMMs, bf16 or dequantized B tiles), in
+// the W4A16 / W8A16 decode GEMMs' K order (sm90/w4_format.cuh), or quantized to FP8 (W8A8).
+enum class GatherOrder { Natural, PermutedK, QuantFp8 };
+rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
+// W8A8: h quantized in place between the GEMMs (sm90/quantize.cuh).
+rt::KernelSpec quantize_kernel(const MoeSpec& spec);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
 inline bool w4(const MoeSpec& spec) { return codes(spec) == Codes::W4; }
 // The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
-inline bool permuted_k(Codes c) { return c != Codes::BF16; }
+inline bool permuted_k(Codes c) { return c == Codes::W4 || c == Codes::W8; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
 // wide and the decode GEMMs; and all of them, the portable ones included.

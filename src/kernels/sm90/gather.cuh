@@ -13,7 +13,11 @@
 // PERMUTE_K = 1 (the W4A16 / W8A16 decode GEMMs: NVFP4 or FP8 weights): the columns of each
 // 64-column block are stored in the permuted K order of sm90/w4_format.cuh (xg[L] = x[physical_k(L)]).
 //
-// Defines: E, E_TOTAL, HIDDEN (multiple of 8; of 64 with PERMUTE_K), PERMUTE_K.
+// QUANT_FP8 = 1 (FP8 activations, the W8A8 GEMMs): each row is stored as HIDDEN e4m3 codes and
+// HIDDEN/128 f32 scales in its 2 * HIDDEN bytes (sm90/quantize.cuh).
+//
+// Defines: E, E_TOTAL, HIDDEN (multiple of 8; of 64 with PERMUTE_K; of 128 with QUANT_FP8),
+// PERMUTE_K, QUANT_FP8.
 #pragma once
 #include "common/types.cuh"
 #if PERMUTE_K
@@ -21,6 +25,12 @@
 #if (HIDDEN % 64) != 0
 #error "sm90/gather.cuh with PERMUTE_K needs HIDDEN % 64 == 0"
 #endif
+#endif
+
+#if QUANT_FP8
+#define QUANT_K HIDDEN
+#define QUANT_NO_KERNEL
+#include "sm90/quantize.cuh"
 #endif
 
 #if (HIDDEN % 8) != 0
@@ -50,7 +60,11 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     const i64 token = e < E ? row_token[row] : local;
     uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
     const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);
-#if PERMUTE_K
+#if QUANT_FP8
+    sm90q::quantize_row(x + token * HIDDEN, reinterpret_cast<unsigned char*>(xg + row * HIDDEN));
+    (void)dst;
+    (void)src;
+#elif PERMUTE_K
     // One 64-column block (8 vectors) per lane: read, permute in registers, write.
     for (int b = lane; b < HIDDEN / 64; b += 32) {
       u32 v[32], o[32];

@@ -1,0 +1,235 @@
+// Hopper FP8 x FP8 grouped GEMM (W8A8, QGMMA) over the expert-contiguous padded layout, for
+// FP8 weights with FP8 activations (MoeSpec::activation_format = fp8): the layer as the CPU
+// reference defines it, activations quantized in 1 x 128 groups before each GEMM.
+//
+//   GEMM_STAGE 1:  h[row, f] = act(gate, up)           A = x quantized by the gather (bf16 out [rows, I])
+//   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e]^T)   A = h quantized in place (bf16 out [rows, H])
+//
+// Operands (K = H for GEMM 1, I for GEMM 2; K % 128 == 0):
+//   A  the row-major buffer that held the bf16 rows (row stride 2K bytes): row r's e4m3 codes
+//      in its first K bytes, its K/128 f32 group scales right after them (sm90/quantize.cuh).
+//      TMA: codes box {128 B, 128 rows}, 128B-swizzled; scales box {4 floats, 128 rows}
+//      starting at the k-block's scale (a box row must be 16 bytes; only its first is used).
+//   B  the portable prepared layout: e4m3 [E_TOTAL * N, KP], boxes {128 B, 128 rows},
+//      128B-swizzled; f32 scales [E_TOTAL][KP/128][N] (one per row and 128 columns), box
+//      {128, 1, 1}.
+// Tile 128 x 128 (two consumer warpgroups of 64 rows), BK = 128 = one scale block, 5 stages.
+// Per k-block a consumer issues 4 wgmma m64n128k32 (e4m3 x e4m3 -> f32) into a fresh partial
+// accumulator, and the block is then "promoted": final += partial * a_scale[row] *
+// b_scale[col], in f32 (the scales change every 128 columns of K, so the tensor cores cannot
+// apply them); the stage is released after its promotion (its scales are read there). One
+// partial set: 64 + 64 accumulator registers per thread fit the 168 the compiler may use at
+// 384 threads (setmaxnreg raises the limit only at run time); a second set, to overlap a
+// block's promotion with the next block's wgmma group, spilled. While one warpgroup promotes,
+// the other's wgmma group keeps the tensor cores busy. N = 256 would need 256 registers.
+//
+// Roles, persistence, tile order, epilogue (swizzled 64 x 64 boxes, TMA stores): as
+// grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
+//
+// Defines: GEMM_STAGE, ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_FP8_SMEM_BYTES (the host's
+// launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
+#pragma once
+#include "common/convert.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/tma.cuh"
+#include "sm90/ptx/warpgroup.cuh"
+#include "sm90/ptx/wgmma.cuh"
+#include "sm90/ring.cuh"
+#include "sm90/tiles.cuh"
+#include "sm90/wait.cuh"
+#if GEMM_STAGE == 1
+#include "sm90/activation.cuh"
+#endif
+
+namespace sm90f8 {
+
+constexpr int BM = 128, BN = 128, BK = 128, STAGES = 5;
+constexpr int kConsumers = 2, kThreads = 128 * (1 + kConsumers);
+constexpr int kEpiBox = 64;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+constexpr u32 kStageBytes = BM * BK + BN * BK + BM * 16 + BN * 4;  // A, B codes; A, B scales
+static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
+
+struct Smem {
+  alignas(1024) unsigned char a[STAGES][BM * BK];    // 16 KB
+  alignas(1024) unsigned char b[STAGES][BN * BK];    // 16 KB
+  alignas(1024) u16 d[kConsumers][2][64 * kEpiBox];  // 8 KB per box buffer
+  alignas(128) float as[STAGES][BM * 4];             // A scales: row r's at [4 r]
+  alignas(128) float bs[STAGES][BN];                 // B scales of the block
+  alignas(8) u64 full[STAGES];
+  u64 empty[STAGES];
+};
+constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
+static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
+static_assert(kSmemBytes == SM90_FP8_SMEM_BYTES, "the host's fp8 GEMM smem size must match");
+
+// One k-block: 4 x m64n128k32 into p (fresh: the first ignores p's old value).
+__device__ __forceinline__ void issue_block(float (&p)[64], u32 a_addr, u32 b_addr) {
+  wgmma_fence();
+#pragma unroll
+  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
+#pragma unroll
+  for (int kk = 0; kk < BK / 32; ++kk)
+    wgmma_m64n128k32_e4m3_ss(p, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
+                             kk > 0 ? 1u : 0u);
+  wgmma_commit();
+}
+
+// final += p * a_scale[row] * b_scale[col] for this thread's rows r0, r0 + 8 (within the
+// tile) and columns 8q + 2t + j; then lane 0 of each warp releases the stage.
+__device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const Smem& sm, u32 s, int r0, int t) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
+  const float sa0 = sm.as[s][4 * r0], sa1 = sm.as[s][4 * (r0 + 8)];
+#pragma unroll
+  for (int q = 0; q < 16; ++q) {
+    const float2 sb = *reinterpret_cast<const float2*>(&sm.bs[s][8 * q + 2 * t]);
+    fin[4 * q + 0] += p[4 * q + 0] * (sa0 * sb.x);
+    fin[4 * q + 1] += p[4 * q + 1] * (sa0 * sb.y);
+    fin[4 * q + 2] += p[4 * q + 2] * (sa1 * sb.x);
+    fin[4 * q + 3] += p[4 * q + 3] * (sa1 * sb.y);
+  }
+}
+
+#if GEMM_STAGE == 1
+// GEMM 1: 64 outputs per tile from 8 (gate, up) chunk pairs; one box per consumer.
+struct Epilogue {
+  static constexpr int kBoxes = 1;
+  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {}
+  __device__ __forceinline__ void fill(const float (&acc)[64], int j, unsigned char* box, int r0, int g, int t) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const float* gate = &acc[8 * q];
+      const float* up = &acc[8 * q + 4];
+      const u32 off = sm90::store_offset(r0, q, g, t);
+      *reinterpret_cast<u32*>(box + off) =
+          pack_bf16x2(sm90::activate(gate[0], up[0]), sm90::activate(gate[1], up[1]));
+      *reinterpret_cast<u32*>(box + off + 8 * 128) =
+          pack_bf16x2(sm90::activate(gate[2], up[2]), sm90::activate(gate[3], up[3]));
+    }
+  }
+  __device__ __forceinline__ int col(int nt, int j) const { return nt * (BN / 2); }
+};
+#else
+// GEMM 2: y = scale[row] * acc (the routing weight; 1 for shared experts, 0 for padding).
+struct Epilogue {
+  static constexpr int kBoxes = BN / kEpiBox;
+  const float* __restrict__ row_scale;
+  float s0, s1;
+  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {
+    const i64 m_row0 = (i64)mt * BM + c * 64;
+    s0 = row_scale[m_row0 + r0];
+    s1 = row_scale[m_row0 + r0 + 8];
+  }
+  __device__ __forceinline__ void fill(const float (&acc)[64], int j, unsigned char* box, int r0, int g, int t) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int i = j * 8 + q;
+      const u32 off = sm90::store_offset(r0, q, g, t);
+      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(acc[4 * i + 0] * s0, acc[4 * i + 1] * s0);
+      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(acc[4 * i + 2] * s1, acc[4 * i + 3] * s1);
+    }
+  }
+  __device__ __forceinline__ int col(int nt, int j) const { return nt * BN + j * kEpiBox; }
+};
+#endif
+
+}  // namespace sm90f8
+
+// grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
+// tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
+// [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). k_scale0: the first A scale's column in tm_as
+// (floats: K / 4, the codes' bytes). row_scale: GEMM 2 only (null for GEMM 1).
+extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
+    moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
+                      const __grid_constant__ TensorMap tm_b, const __grid_constant__ TensorMap tm_bs,
+                      const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
+                      const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
+                      int n_tiles, int n_per_expert, int k_blocks, int k_scale0) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "sm90/fp8_gemm.cuh must be compiled for sm_90a"
+#endif
+  using namespace sm90f8;
+  Smem& sm = aligned_smem<Smem>();
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
+  __syncthreads();
+  const int m_tiles = min(*num_tiles, tile_bound);
+
+  if (wg == 0) {
+    // ================= producer warpgroup
+    setmaxnreg_dec<kProducerRegs>();
+    if (tid == 0) {
+      tma_prefetch_desc(&tm_a);
+      tma_prefetch_desc(&tm_as);
+      tma_prefetch_desc(&tm_b);
+      tma_prefetch_desc(&tm_bs);
+      sm90::TileScheduler sched(m_tiles, n_tiles);
+      int mt, nt;
+      u32 it = 0;
+      while (sched.next(mt, nt)) {
+        const int e = tile_expert[mt];
+        const int b_row = e * n_per_expert + nt * BN;  // the expert is a coordinate
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
+          const u32 full = smem_u32(&sm.full[s]);
+          mbar_arrive_expect_tx(full, kStageBytes);
+          tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
+          tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + kb, mt * BM, full);
+          tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, b_row, full);
+          tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
+        }
+      }
+    }
+    return;
+  }
+
+  // ================= consumer warpgroups: rows c*64 .. c*64+63 of each tile
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int g = lane >> 2, t = lane & 3;
+  const int r_local = warp * 16 + g;  // within the consumer's 64 (second: + 8)
+  const int r_tile = c * 64 + r_local;
+  Epilogue epi;
+#if GEMM_STAGE == 2
+  epi.row_scale = row_scale;
+#endif
+  float fin[64], p[64];
+  u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
+  sm90::TileScheduler sched(m_tiles, n_tiles);
+  int mt, nt;
+  u32 it = 0;
+  while (sched.next(mt, nt)) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) fin[i] = 0.f;
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+      issue_block(p, smem_u32(sm.a[s]) + c * 64 * 128, smem_u32(sm.b[s]));
+      wgmma_wait<0>();
+      promote(fin, p, sm, s, r_tile, t);
+      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));
+    }
+
+    // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
+    const int m_row0 = mt * BM + c * 64;
+    epi.begin_tile(mt, c, r_local);
+#pragma unroll
+    for (int j = 0; j < Epilogue::kBoxes; ++j, ++boxes) {
+      const int buf = boxes & 1;
+      if (tid == 0) tma_store_wait_read<1>();  // the store that last read `buf` is done reading
+      named_bar_sync(1 + c, 128);
+      unsigned char* box = reinterpret_cast<unsigned char*>(sm.d[c][buf]);
+      epi.fill(fin, j, box, r_local, g, t);
+      fence_proxy_async_smem();  // generic-proxy smem writes -> visible to the TMA store
+      named_bar_sync(1 + c, 128);
+      if (tid == 0) {
+        tma_store_2d(&tm_d, epi.col(nt, j), m_row0, smem_u32(box));
+        tma_store_commit();
+      }
+    }
+  }
+  if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
+}
