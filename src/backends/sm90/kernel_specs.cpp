@@ -90,6 +90,7 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
                {"PERMUTE_K", order == GatherOrder::PermutedK ? "1" : "0"},
                {"QUANT_FP8", order == GatherOrder::QuantFp8 ? "1" : "0"}};
   k.threads = kGatherThreads;
+  if (order == GatherOrder::QuantFp8) k.targets = {kTarget};  // cvt to e4m3x2: sm_89 and later
   return k;
 }
 
@@ -99,6 +100,7 @@ rt::KernelSpec quantize_kernel(const MoeSpec& spec) {
   k.entry = "moe_sm90_quantize_rows";
   k.defines = {{"QUANT_K", std::to_string(spec.intermediate)}};
   k.threads = kGatherThreads;
+  k.targets = {kTarget};
   return k;
 }
 

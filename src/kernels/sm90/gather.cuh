@@ -58,12 +58,13 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     if (lane == 0) scale[row] = valid ? (e < E ? row_weight[row] : 1.0f) : 0.0f;
     if (!valid) continue;
     const i64 token = e < E ? row_token[row] : local;
-    uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
-    const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);
 #if QUANT_FP8
     sm90q::quantize_row(x + token * HIDDEN, reinterpret_cast<unsigned char*>(xg + row * HIDDEN));
-    (void)dst;
-    (void)src;
+#else
+    uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
+    const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);
+#endif
+#if QUANT_FP8
 #elif PERMUTE_K
     // One 64-column block (8 vectors) per lane: read, permute in registers, write.
     for (int b = lane; b < HIDDEN / 64; b += 32) {
