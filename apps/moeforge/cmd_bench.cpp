@@ -130,7 +130,12 @@ int bench(const BenchOptions& o) {
 
   nlohmann::json record = bench::record_header("bench", o.device);
   record.update({
-      {"ceilings", {{"read_GBps", ceil.read_GBps}, {"bf16_TFLOPs", ceil.bf16_TFLOPs}, {"gemm", ceil.gemm_note}}},
+      {"ceilings",
+       {{"read_GBps", ceil.read_GBps},
+        {"bf16_TFLOPs", ceil.bf16_TFLOPs},
+        {"gemm", ceil.gemm_note},
+        {"fp8_TFLOPs", ceil.fp8_TFLOPs},
+        {"fp8_gemm", ceil.fp8_gemm_note}}},
       {"spec", spec.describe()},
       {"checkpoint", ckpt ? nlohmann::json(ckpt->describe()) : nlohmann::json(nullptr)},
       {"backend_reason", layer.backend_reason()},
@@ -143,8 +148,8 @@ int bench(const BenchOptions& o) {
 
   fmt::print("{} on {} ({}), backend {}, {} weights\n", spec.name, dev.name, dev.target, layer.backend_name(),
              to_string(spec.weight_format));
-  fmt::print("ceilings: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s ({})\n", ceil.read_GBps, ceil.bf16_TFLOPs,
-             ceil.gemm_note);
+  fmt::print("ceilings: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s ({}), fp8 GEMM {:.0f} TFLOP/s ({})\n",
+             ceil.read_GBps, ceil.bf16_TFLOPs, ceil.gemm_note, ceil.fp8_TFLOPs, ceil.fp8_gemm_note);
   fmt::print("{:>7} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8}  {:<7} {}\n", "T", "us", "floor_us", "ratio", "TFLOP/s",
              "GB/s", "experts", "bound", "gemms");
   for (const auto& r : rows)
