@@ -67,9 +67,8 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 rt::KernelSpec gather_kernel(const MoeSpec& spec, bool permute_k = false);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
-// ones into their shared-memory B tiles; the planner switches at each format's crossover.
-inline bool w4(const MoeSpec& spec) { return codes(spec) == Codes::W4; }
-// The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
+// ones into their shared-memory B tiles; the planner switches at each format's crossover. The
+// decode GEMMs read x in a K order permuted in 64-column blocks for them (w4_format.cuh).
 inline bool permuted_k(Codes c) { return c != Codes::BF16; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
