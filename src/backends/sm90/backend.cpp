@@ -233,7 +233,8 @@ class Sm90Backend final : public Backend {
     const Codes c = codes(spec);
     if (c == Codes::W8A8) return "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)";
     const char* w = c == Codes::W4 ? "nvfp4 W4A16, " : c == Codes::W8 ? "fp8 W8A16, " : "";
-    return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w) : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);
+    return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w)
+                  : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);
   }
 
   std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {

@@ -82,7 +82,6 @@ rt::KernelSpec quantize_kernel(const MoeSpec& spec);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
-inline bool w4(const MoeSpec& spec) { return codes(spec) == Codes::W4; }
 // The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
 inline bool permuted_k(Codes c) { return c == Codes::W4 || c == Codes::W8; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64};

@@ -50,8 +50,8 @@
 // row's scale into the same register A fragments (sm90/w8a16.cuh, the W4 K order).
 //
 // Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
-// W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES
-// (the host's launch size, checked).
+// W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), ACT,
+// ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked).
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/mbarrier.cuh"
@@ -291,7 +291,8 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #else
           const int col = f;
 #endif
-          if (f < GEMM_N_OUT) out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
+          if (f < GEMM_N_OUT)
+            out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
 #else
           const float sc = row_scale[row];
           if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);

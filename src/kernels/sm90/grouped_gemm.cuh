@@ -372,7 +372,8 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
 // tm_a: A [rows, K]; tm_b: W [E_TOTAL * N, KP] (W4: its codes, [E_TOTAL * N, KP / 2] bytes);
 // tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H). W4: tm_s the scales' 3-D map, gscale the
-// [E_TOTAL] global scales; W8: tm_s the f32 scales' 3-D map (gscale unused); bf16: any map, null. row_scale: GEMM 2 only (null for GEMM 1).
+// [E_TOTAL] global scales; W8: tm_s the f32 scales' 3-D map (gscale unused); bf16: any map,
+// null. row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
     moe_sm90_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_b,
                   const __grid_constant__ TensorMap tm_d, const __grid_constant__ TensorMap tm_s,
