@@ -33,6 +33,7 @@ struct BenchOptions {
   std::vector<int64_t> tokens = {1, 8, 32, 128, 512, 2048, 8192, 36308};
   std::string backend = "auto";
   std::string weights = "bf16";
+  std::string activations = "bf16";
   int device = 0;
   int runs = 20;
   uint64_t seed = 0;
@@ -65,6 +66,7 @@ int bench(const BenchOptions& o) {
   } else {
     spec = presets::get(o.model);
     spec.weight_format = parse_weight_format(o.weights, "--weights");
+    spec.activation_format = parse_activation_format(o.activations, "--activations");
     spec.validate();
   }
   std::string why;
@@ -105,12 +107,15 @@ int bench(const BenchOptions& o) {
                          2.0 * double(T) * spec.num_shared_experts * 3.0 * double(spec.hidden) *
                              double(spec.shared_intermediate);
     const double mem_us = bytes / (ceil.read_GBps * 1e3);
-    const double math_us = ceil.bf16_TFLOPs > 0 ? flops / (ceil.bf16_TFLOPs * 1e6) : 0;
+    // FP8 activations make the GEMMs FP8 x FP8: their compute floor is the FP8 GEMM rate.
+    const double peak = spec.activation_format == ActivationFormat::FP8_Group128 ? ceil.fp8_TFLOPs : ceil.bf16_TFLOPs;
+    const double math_us = peak > 0 ? flops / (peak * 1e6) : 0;
     const double floor_us = std::max(mem_us, math_us);
     rows.push_back({{"model", spec.name},
                     {"backend", layer.backend_name()},
                     {"gemms", backend.gemm_plan(spec, T)},
                     {"weights", to_string(spec.weight_format)},
+                    {"activations", to_string(spec.activation_format)},
                     {"T", T},
                     {"us", t.median_us},
                     {"min_us", t.min_us},
@@ -146,8 +151,8 @@ int bench(const BenchOptions& o) {
     f << record.dump(2) << "\n";
   }
 
-  fmt::print("{} on {} ({}), backend {}, {} weights\n", spec.name, dev.name, dev.target, layer.backend_name(),
-             to_string(spec.weight_format));
+  fmt::print("{} on {} ({}), backend {}, {} weights, {} activations\n", spec.name, dev.name, dev.target,
+             layer.backend_name(), to_string(spec.weight_format), to_string(spec.activation_format));
   fmt::print("ceilings: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s ({}), fp8 GEMM {:.0f} TFLOP/s ({})\n",
              ceil.read_GBps, ceil.bf16_TFLOPs, ceil.gemm_note, ceil.fp8_TFLOPs, ceil.fp8_gemm_note);
   fmt::print("{:>7} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8}  {:<7} {}\n", "T", "us", "floor_us", "ratio", "TFLOP/s",
@@ -170,6 +175,8 @@ Registered register_bench(CLI::App& root) {
   cmd->add_option("--tokens", o->tokens, "Batch sizes T, comma separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto or a GPU backend name")->capture_default_str();
   cmd->add_option("--weights", o->weights, "Weight format: bf16, fp8, nvfp4, mxfp4")->capture_default_str();
+  cmd->add_option("--activations", o->activations, "Activation format: bf16, fp16, fp8 (1 x 128 groups)")
+      ->capture_default_str();
   cmd->add_option("--device", o->device, "CUDA device ordinal")->capture_default_str();
   cmd->add_option("--runs", o->runs, "Timed runs per T (median reported)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of weights and inputs")->capture_default_str();

@@ -33,6 +33,7 @@ struct RunOptions {
   int64_t tokens = 64;
   std::string backend = "auto";
   std::string weights = "bf16";
+  std::string activations = "bf16";
   uint64_t seed = 0;
   int device = 0;
   bool check = false;
@@ -105,6 +106,7 @@ int run(const RunOptions& o) {
   } else {
     spec = presets::get(o.model);
     spec.weight_format = parse_weight_format(o.weights, "--weights");
+    spec.activation_format = parse_activation_format(o.activations, "--activations");
     spec.validate();
   }
 
@@ -238,6 +240,8 @@ Registered register_run(CLI::App& root) {
   cmd->add_option("--weights", opts->weights, "Weight format: bf16, fp8, nvfp4, mxfp4")
       ->capture_default_str()
       ->each([opts](const std::string&) { opts->weights_given = true; });
+  cmd->add_option("--activations", opts->activations, "Activation format: bf16, fp16, fp8 (1 x 128 groups)")
+      ->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the synthetic weights and inputs")->capture_default_str();
   cmd->add_option("--device", opts->device, "CUDA device ordinal")->capture_default_str();
   cmd->add_flag("--check", opts->check, "Compare with the CPU reference in double precision (exit 1 if over the bound)");

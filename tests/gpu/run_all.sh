@@ -100,12 +100,13 @@ if has bench; then
   for model in ${MOEFORGE_BENCH_MODELS:-mistral-small-4}; do
     for backend in $backends; do
       for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
-        tag=$model-$backend-$w
+        acts=${MOEFORGE_BENCH_ACTIVATIONS:-bf16}
+        tag=$model-$backend-$w$([ "$acts" = bf16 ] || echo "-a$acts")
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
         env "${env_args[@]}" "$cli" bench --model "$model" --backend "${backend%-*}" --weights "$w" \
-            --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$out/bench-$tag.json" \
+            --activations "$acts" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$out/bench-$tag.json" \
             2> "$logs/bench-$tag.err" | tee "$logs/bench-$tag.txt"
         note "bench $tag rc=${PIPESTATUS[0]}"
       done
