@@ -8,8 +8,10 @@
 // Operands (K = H for GEMM 1, I for GEMM 2; K % 128 == 0):
 //   A  the row-major buffer that held the bf16 rows (row stride 2K bytes): row r's e4m3 codes
 //      in its first K bytes, its K/128 f32 group scales right after them (sm90/quantize.cuh).
-//      TMA: codes box {128 B, 128 rows}, 128B-swizzled; scales box {4 floats, 128 rows}
-//      starting at the k-block's scale (a box row must be 16 bytes; only its first is used).
+//      TMA: codes box {128 B, 128 rows}, 128B-swizzled; scales box {4 floats, 128 rows} at
+//      the 16-byte aligned group of 4 holding the k-block's scale (a box row must be 16 bytes,
+//      and Hopper's TMA faults with an illegal instruction on a box whose first byte in the
+//      row is not 16-byte aligned): block kb's scale is float kb % 4 of the row's 4.
 //   B  the portable prepared layout: e4m3 [E_TOTAL * N, KP], boxes {128 B, 128 rows},
 //      128B-swizzled; f32 scales [E_TOTAL][KP/128][N] (one per row and 128 columns), box
 //      {128, 1, 1}.
@@ -77,10 +79,11 @@ __device__ __forceinline__ void issue_block(float (&p)[64], u32 a_addr, u32 b_ad
 
 // final += p * a_scale[row] * b_scale[col] for this thread's rows r0, r0 + 8 (within the
 // tile) and columns 8q + 2t + j; then lane 0 of each warp releases the stage.
-__device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const Smem& sm, u32 s, int r0, int t) {
+__device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const Smem& sm, u32 s, int kb, int r0,
+                                        int t) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) reg_fence(p[i]);
-  const float sa0 = sm.as[s][4 * r0], sa1 = sm.as[s][4 * (r0 + 8)];
+  const float sa0 = sm.as[s][4 * r0 + (kb & 3)], sa1 = sm.as[s][4 * (r0 + 8) + (kb & 3)];
 #pragma unroll
   for (int q = 0; q < 16; ++q) {
     const float2 sb = *reinterpret_cast<const float2*>(&sm.bs[s][8 * q + 2 * t]);
@@ -139,7 +142,7 @@ struct Epilogue {
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
 // tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
 // [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). k_scale0: the first A scale's column in tm_as
-// (floats: K / 4, the codes' bytes). row_scale: GEMM 2 only (null for GEMM 1).
+// (floats: K / 4, the codes' bytes; a multiple of 4). row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
                       const __grid_constant__ TensorMap tm_b, const __grid_constant__ TensorMap tm_bs,
@@ -177,7 +180,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
           const u32 full = smem_u32(&sm.full[s]);
           mbar_arrive_expect_tx(full, kStageBytes);
           tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
-          tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + kb, mt * BM, full);
+          tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + (kb & ~3), mt * BM, full);
           tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, b_row, full);
           tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
         }
@@ -209,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       mbar_wait(smem_u32(&sm.full[s]), ph);
       issue_block(p, smem_u32(sm.a[s]) + c * 64 * 128, smem_u32(sm.b[s]));
       wgmma_wait<0>();
-      promote(fin, p, sm, s, r_tile, t);
+      promote(fin, p, sm, s, kb, r_tile, t);
       if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));
     }
 

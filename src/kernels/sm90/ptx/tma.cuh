@@ -20,7 +20,9 @@ __device__ __forceinline__ void tma_prefetch_desc(const void* tmap) {
 //     [dst], [tmap, {c0, c1}], [bar];   (PTX 8.0, sm_90)
 // Global -> shared tile load; on arrival its bytes are retired from `bar`'s tx count.
 // `dst` must be aligned to the swizzle atom (1024 B for SWIZZLE_128B) for the smem pattern
-// to match what the wgmma descriptors assume.
+// to match what the wgmma descriptors assume. The box's first byte of each row in global
+// memory (base + c0 * element size) must be 16-byte aligned: Hopper raises an illegal
+// instruction otherwise (the driver cannot check coordinates at encode time).
 __device__ __forceinline__ void tma_load_2d(u32 dst, const void* tmap, int c0, int c1, u32 bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
