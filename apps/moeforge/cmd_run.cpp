@@ -184,7 +184,7 @@ int run(const RunOptions& o) {
     else
       for (int64_t r : ro.rows) row_err(r);
     const double err = nan ? NAN : std::sqrt(num / std::max(den, 1e-300));
-    const double bound = 1e-2;  // bf16 activations and output (DESIGN.md)
+    const double bound = reference::error_bound(spec);
     const bool ok = !nan && err < bound;
     j["check"] = {{"rows", ro.rows.empty() ? o.tokens : int64_t(ro.rows.size())},
                   {"rel_err", nan ? nlohmann::json(nullptr) : nlohmann::json(err)},

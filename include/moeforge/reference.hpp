@@ -37,6 +37,12 @@ struct Options {
   std::function<void(int64_t done, int64_t total)> progress;  // called from one thread
 };
 
+// The bound on ||out - ref|| / ||ref|| a backend's output must meet (DESIGN.md, "Testing
+// rules"): 1e-2 with bf16 / fp16 activations (bf16 output and bf16 h between the GEMMs), 3e-2
+// with FP8 activations (the fp8 bound: h held in bf16 before its 1 x 128 quantization moves
+// e4m3 roundings across their ties, ~1.1e-2 on random data by itself).
+double error_bound(const MoeSpec& spec);
+
 // out[T, H] in double (rows not in options.rows are left 0).
 // x: [T, H] bf16, f16 or f32 on the CPU; router_logits: [T, E] f32 or bf16 on the CPU.
 std::vector<double> forward(const MoeSpec& spec, const WeightSource& weights, const TensorView& x,

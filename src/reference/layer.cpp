@@ -221,6 +221,14 @@ void load_x_row(const TensorView& x, int64_t t, double* out) {
   }
 }
 
+}  // namespace
+
+double error_bound(const MoeSpec& spec) {
+  return spec.activation_format == ActivationFormat::FP8_Group128 ? 3e-2 : 1e-2;
+}
+
+namespace {
+
 // FP8 activations (ActivationFormat::FP8_Group128): what a GEMM sees of an input row is the
 // row quantized to e4m3 with one f32 scale per 128 columns (formats::quantize_fp8_group128),
 // dequantized. Applied to x before GEMM 1 and to h before GEMM 2.

@@ -119,7 +119,8 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
   for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
     csv="$logs/profile-T$T.csv"
     ncu --csv --print-units base --metrics "$metrics" -k regex:moe_ "$cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" \
-        --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} > "$csv" 2> "$logs/profile-T$T.err"
+        --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
+        --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$csv" 2> "$logs/profile-T$T.err"
     note "profile T=$T rc=$?"
     python3 - "$csv" "$T" <<'PY'
 import csv, sys, collections
@@ -151,7 +152,8 @@ PY
     sec_args=(); for sname in $MOEFORGE_PROFILE_SECTIONS; do sec_args+=(--section "$sname"); done
     ncu "${sec_args[@]}" -c 2 -k regex:"${MOEFORGE_PROFILE_KERNEL:-moe_sm90_decode}" "$cli" run \
         --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-sm90} \
-        --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} > "$logs/profile-sections-T$T.txt" 2>&1
+        --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} \
+        > "$logs/profile-sections-T$T.txt" 2>&1
     note "profile sections T=$T rc=$?"
     grep -E "^  [a-z_]+.*\(|Warp Cycles|Stall|Issue|Eligible|Active Warps" "$logs/profile-sections-T$T.txt" | tail -n 40
   fi

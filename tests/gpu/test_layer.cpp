@@ -12,9 +12,10 @@
 //
 // Every case: fresh x (bf16 ~N(0,1)) and logits (f32) from a seed = run seed + case
 // counter (run seed: MOEFORGE_TEST_SEED, else the time; printed), output poisoned with a
-// NaN pattern, every element checked written, rel_err = ||out - ref|| / ||ref|| < 1e-2
-// (DESIGN.md: bf16 activations; the reference uses the dequantized weights, so the weight
-// format adds no error) recorded as the "rel_err" property.
+// NaN pattern, every element checked written, rel_err = ||out - ref|| / ||ref|| below
+// reference::error_bound (DESIGN.md: 1e-2 with bf16 activations, 3e-2 with FP8 activations;
+// the reference uses the dequantized weights, so the weight format adds no error) recorded as
+// the "rel_err" property.
 //
 // Time budget (H200 machine, 16 cores, ~6 minutes for the whole GPU suite): the GPU work
 // is milliseconds; the cost is the CPU reference (double) and layer creation (synthetic
@@ -175,7 +176,7 @@ void run_case(const MoeSpec& spec, int64_t T, const std::string& backend = "port
   ::testing::Test::RecordProperty("rel_err", std::to_string(c.rel_err));
   ::testing::Test::RecordProperty("rows_checked", int(opt.rows.size()));
   EXPECT_EQ(c.unwritten, 0) << "elements left NaN (unwritten or NaN)";
-  EXPECT_LT(c.rel_err, 1e-2) << spec.describe() << " T=" << T << " seed=" << seed;
+  EXPECT_LT(c.rel_err, reference::error_bound(spec)) << spec.describe() << " T=" << T << " seed=" << seed;
 }
 
 // ---------------------------------------------------------------- matrix ----------
