@@ -47,6 +47,10 @@ constexpr int wide_smem_bytes(Codes c) {
 constexpr bool has_decode(Codes c) { return c != Codes::W8A8; }
 constexpr int kBNW8A8 = 128;
 constexpr int kGatherThreads = 256;
+// The gather and the h quantizer split each 128-row tile over this many blocks (grid.y): 8
+// warps a block, 32 rows: more rows in flight than one block a tile (those kernels are
+// latency-bound, not bandwidth-bound, with a warp working through 16 rows in turn).
+constexpr unsigned kGatherSplit = 4;
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64;
 // bf16 weights: 4 stages of 64 K (16 KB); NVFP4 (W4): stages of 256 K (16 KB codes + 2 KB
 // scales), 4 / 3 / 2 of them at token tiles 16 / 32 / 64; FP8 (W8): stages of 128 K (16 KB

@@ -19,8 +19,12 @@
 // Per k-block a consumer issues 4 wgmma m64n128k32 (e4m3 x e4m3 -> f32) into a fresh partial
 // accumulator, and the block is then "promoted": final += partial * a_scale[row] *
 // b_scale[col], in f32 (the scales change every 128 columns of K, so the tensor cores cannot
-// apply them); the stage is released after its promotion (its scales are read there). One
-// partial set: 64 + 64 accumulator registers per thread fit the 168 the compiler may use at
+// apply them). B's scales are uniform over 128 source rows (FP8_Block128 weights: one scale
+// per 128 x 128 block), and a tile's rows are one 128-row block (GEMM 2) or 64 gate rows and
+// 64 up rows, each a 64-aligned span of one block (GEMM 1's interleave, I % 128 == 0): so a
+// thread needs 4 products a_scale x b_scale per block and one FFMA per accumulator. The
+// scales are read while the wgmma group runs and the stage is released as soon as the group
+// completed, before the promotion. One partial set: 64 + 64 accumulator registers per thread fit the 168 the compiler may use at
 // 384 threads (setmaxnreg raises the limit only at run time); a second set, to overlap a
 // block's promotion with the next block's wgmma group, spilled. While one warpgroup promotes,
 // the other's wgmma group keeps the tensor cores busy. N = 256 would need 256 registers.
@@ -77,20 +81,30 @@ __device__ __forceinline__ void issue_block(float (&p)[64], u32 a_addr, u32 b_ad
   wgmma_commit();
 }
 
-// final += p * a_scale[row] * b_scale[col] for this thread's rows r0, r0 + 8 (within the
-// tile) and columns 8q + 2t + j; then lane 0 of each warp releases the stage.
-__device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const Smem& sm, u32 s, int kb, int r0,
-                                        int t) {
+// The B scale of n8 chunk q of the tile: GEMM 1 alternates gate (even q) and up (odd q)
+// chunks, whose scales are those of tile rows 0 and 8; GEMM 2's tile is one block.
+constexpr int kOddChunkRow = GEMM_STAGE == 1 ? 8 : 0;
+
+// This thread's combined scales for a k-block: [row r0, r0 + 8][even, odd chunk].
+struct BlockScales {
+  float s[2][2];
+  __device__ __forceinline__ BlockScales(const Smem& sm, u32 s_, int kb, int r0) {
+    const float sa0 = sm.as[s_][4 * r0 + (kb & 3)], sa1 = sm.as[s_][4 * (r0 + 8) + (kb & 3)];
+    const float sb0 = sm.bs[s_][0], sb1 = sm.bs[s_][kOddChunkRow];
+    s[0][0] = sa0 * sb0, s[0][1] = sa0 * sb1, s[1][0] = sa1 * sb0, s[1][1] = sa1 * sb1;
+  }
+};
+
+// final += p * scale for this thread's rows r0, r0 + 8 (within the tile), chunks q.
+__device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const BlockScales& bs) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) reg_fence(p[i]);
-  const float sa0 = sm.as[s][4 * r0 + (kb & 3)], sa1 = sm.as[s][4 * (r0 + 8) + (kb & 3)];
 #pragma unroll
   for (int q = 0; q < 16; ++q) {
-    const float2 sb = *reinterpret_cast<const float2*>(&sm.bs[s][8 * q + 2 * t]);
-    fin[4 * q + 0] += p[4 * q + 0] * (sa0 * sb.x);
-    fin[4 * q + 1] += p[4 * q + 1] * (sa0 * sb.y);
-    fin[4 * q + 2] += p[4 * q + 2] * (sa1 * sb.x);
-    fin[4 * q + 3] += p[4 * q + 3] * (sa1 * sb.y);
+    fin[4 * q + 0] = fmaf(p[4 * q + 0], bs.s[0][q & 1], fin[4 * q + 0]);
+    fin[4 * q + 1] = fmaf(p[4 * q + 1], bs.s[0][q & 1], fin[4 * q + 1]);
+    fin[4 * q + 2] = fmaf(p[4 * q + 2], bs.s[1][q & 1], fin[4 * q + 2]);
+    fin[4 * q + 3] = fmaf(p[4 * q + 3], bs.s[1][q & 1], fin[4 * q + 3]);
   }
 }
 
@@ -211,9 +225,10 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
       mbar_wait(smem_u32(&sm.full[s]), ph);
       issue_block(p, smem_u32(sm.a[s]) + c * 64 * 128, smem_u32(sm.b[s]));
+      const BlockScales scales(sm, s, kb, r_tile);  // while the group runs
       wgmma_wait<0>();
-      promote(fin, p, sm, s, kb, r_tile, t);
-      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));
+      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));  // operands and scales consumed
+      promote(fin, p, scales);
     }
 
     // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.

@@ -39,7 +39,8 @@
 #define GATHER_BM 128
 #define GATHER_WARPS 8
 
-// grid.x = tile bound (128-row tiles; tiles past *num_tiles exit), block = 256.
+// grid = (tile bound, split): 128-row tiles (tiles past *num_tiles exit), each split over
+// grid.y blocks of 128 / grid.y rows; block = 256.
 extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     moe_sm90_gather(const u16* __restrict__ x, const int* __restrict__ counts, const i64* __restrict__ seg_off,
                     const int* __restrict__ num_tiles, const int* __restrict__ tile_expert,
@@ -51,7 +52,8 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
   const i64 seg = seg_off[e];
   const int count = counts[e];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int r = warp; r < GATHER_BM; r += GATHER_WARPS) {
+  const int r_end = (blockIdx.y + 1) * (GATHER_BM / gridDim.y);
+  for (int r = blockIdx.y * (GATHER_BM / gridDim.y) + warp; r < r_end; r += GATHER_WARPS) {
     const i64 row = (i64)tile * GATHER_BM + r;
     const i64 local = row - seg;
     const bool valid = local < count;  // warp-uniform
