@@ -32,8 +32,7 @@ struct BenchOptions {
   std::string model = "mistral-small-4";
   std::vector<int64_t> tokens = {1, 8, 32, 128, 512, 2048, 8192, 36308};
   std::string backend = "auto";
-  std::string weights = "bf16";
-  std::string activations = "bf16";
+  FormatOptions formats;
   int device = 0;
   int runs = 20;
   uint64_t seed = 0;
@@ -65,8 +64,7 @@ int bench(const BenchOptions& o) {
     spec = ckpt->spec();
   } else {
     spec = presets::get(o.model);
-    spec.weight_format = parse_weight_format(o.weights, "--weights");
-    spec.activation_format = parse_activation_format(o.activations, "--activations");
+    o.formats.apply(spec);
     spec.validate();
   }
   std::string why;
@@ -174,9 +172,7 @@ Registered register_bench(CLI::App& root) {
   cmd->add_option("--model", o->model, "Preset")->capture_default_str();
   cmd->add_option("--tokens", o->tokens, "Batch sizes T, comma separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto or a GPU backend name")->capture_default_str();
-  cmd->add_option("--weights", o->weights, "Weight format: bf16, fp8, nvfp4, mxfp4")->capture_default_str();
-  cmd->add_option("--activations", o->activations, "Activation format: bf16, fp16, fp8 (1 x 128 groups)")
-      ->capture_default_str();
+  o->formats.add_to(cmd);
   cmd->add_option("--device", o->device, "CUDA device ordinal")->capture_default_str();
   cmd->add_option("--runs", o->runs, "Timed runs per T (median reported)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of weights and inputs")->capture_default_str();

@@ -32,8 +32,7 @@ struct RunOptions {
   std::string model = "mistral-small-4";
   int64_t tokens = 64;
   std::string backend = "auto";
-  std::string weights = "bf16";
-  std::string activations = "bf16";
+  FormatOptions formats;
   uint64_t seed = 0;
   int device = 0;
   bool check = false;
@@ -42,7 +41,7 @@ struct RunOptions {
   std::string checkpoint;  // a Hugging Face checkpoint directory (replaces --model/--weights)
   int layer = 0;
   std::string routing = "router";  // router | random (checkpoints only)
-  bool model_given = false, weights_given = false;
+  bool model_given = false;
 };
 
 struct Timed {
@@ -97,7 +96,9 @@ int run(const RunOptions& o) {
   std::shared_ptr<const CheckpointWeights> ckpt;
   if (!o.checkpoint.empty()) {
     if (o.model_given) throw InvalidArgument("--model", "cannot be combined with --checkpoint (the spec comes from its config.json)");
-    if (o.weights_given) throw InvalidArgument("--weights", "cannot be combined with --checkpoint (the format comes from its tensors)");
+    if (o.formats.given)
+      throw InvalidArgument("--weights/--activations",
+                            "cannot be combined with --checkpoint (the formats come from its tensors)");
     if (o.routing != "router" && o.routing != "random")
       throw InvalidArgument("--routing", fmt::format("expected router or random, got '{}'", o.routing));
     ckpt = CheckpointWeights::open(o.checkpoint, o.layer);
@@ -105,8 +106,7 @@ int run(const RunOptions& o) {
     weights = ckpt;
   } else {
     spec = presets::get(o.model);
-    spec.weight_format = parse_weight_format(o.weights, "--weights");
-    spec.activation_format = parse_activation_format(o.activations, "--activations");
+    o.formats.apply(spec);
     spec.validate();
   }
 
@@ -237,11 +237,7 @@ Registered register_run(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--tokens", opts->tokens, "Tokens in the batch (T)")->capture_default_str();
   cmd->add_option("--backend", opts->backend, "auto, cpu or a GPU backend (portable, ...)")->capture_default_str();
-  cmd->add_option("--weights", opts->weights, "Weight format: bf16, fp8, nvfp4, mxfp4")
-      ->capture_default_str()
-      ->each([opts](const std::string&) { opts->weights_given = true; });
-  cmd->add_option("--activations", opts->activations, "Activation format: bf16, fp16, fp8 (1 x 128 groups)")
-      ->capture_default_str();
+  opts->formats.add_to(cmd);
   cmd->add_option("--seed", opts->seed, "Seed of the synthetic weights and inputs")->capture_default_str();
   cmd->add_option("--device", opts->device, "CUDA device ordinal")->capture_default_str();
   cmd->add_flag("--check", opts->check, "Compare with the CPU reference in double precision (exit 1 if over the bound)");

@@ -33,7 +33,7 @@ namespace {
 struct StressOptions {
   std::string model = "mistral-small-4";
   std::string backend = "auto";
-  std::string weights = "bf16";
+  FormatOptions formats;
   int threads = 8;
   int streams = 8;
   double minutes = 1;
@@ -81,7 +81,7 @@ double percentile(std::vector<double> v, double p) {
 
 int stress(const StressOptions& o) {
   MoeSpec spec = presets::get(o.model);
-  spec.weight_format = parse_weight_format(o.weights, "--weights");
+  o.formats.apply(spec);
   if (o.threads < 1) throw InvalidArgument("--threads", fmt::format("must be >= 1, got {}", o.threads));
   if (o.streams < 1) throw InvalidArgument("--streams", fmt::format("must be >= 1, got {}", o.streams));
   if (o.pool < 1) throw InvalidArgument("--pool", fmt::format("must be >= 1, got {}", o.pool));
@@ -154,6 +154,7 @@ int stress(const StressOptions& o) {
   rec.update({{"model", spec.name},
                         {"backend", layer.backend_name()},
                         {"weights", to_string(spec.weight_format)},
+                        {"activations", to_string(spec.activation_format)},
                         {"threads", o.threads},
                         {"streams", o.streams},
                         {"minutes", o.minutes},
@@ -166,9 +167,9 @@ int stress(const StressOptions& o) {
                         {"p99_ms", percentile(latencies, 0.99)},
                         {"first_errors", first_errors}});
   if (!o.json_path.empty()) std::ofstream(o.json_path) << rec.dump(2) << "\n";
-  fmt::print("stress {} ({}, {} weights) {} threads x {} streams, {:.1f} min: {} calls, {} tokens, {} errors, "
+  fmt::print("stress {} ({}, {} weights, {} activations) {} threads x {} streams, {:.1f} min: {} calls, {} tokens, {} errors, "
              "{} mismatches, p50 {:.2f} ms, p99 {:.2f} ms\n",
-             spec.name, layer.backend_name(), to_string(spec.weight_format), o.threads, o.streams, o.minutes,
+             spec.name, layer.backend_name(), to_string(spec.weight_format), to_string(spec.activation_format), o.threads, o.streams, o.minutes,
              calls.load(), tokens.load(), errors.load(), mismatches.load(), percentile(latencies, 0.5),
              percentile(latencies, 0.99));
   for (const auto& e : first_errors) fmt::print("  {}\n", e);
@@ -182,7 +183,7 @@ Registered register_stress(CLI::App& root) {
   auto* cmd = root.add_subcommand("stress", "Concurrent load: threads x streams, outputs checked bit for bit");
   cmd->add_option("--model", o->model, "Preset")->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto or a GPU backend")->capture_default_str();
-  cmd->add_option("--weights", o->weights, "Weight format")->capture_default_str();
+  o->formats.add_to(cmd);
   cmd->add_option("--threads", o->threads, "Host threads")->capture_default_str();
   cmd->add_option("--streams", o->streams, "CUDA streams")->capture_default_str();
   cmd->add_option("--minutes", o->minutes, "Duration of the concurrent phase")->capture_default_str();

@@ -160,7 +160,8 @@ PY
 fi
 
 if has stress; then
-  "$cli" stress --model mistral-small-4 --threads 8 --streams 8 --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
+  # MOEFORGE_STRESS_ARGS: more flags (e.g. "--weights fp8 --activations fp8").
+  "$cli" stress --model mistral-small-4 ${MOEFORGE_STRESS_ARGS:-} --threads 8 --streams 8 --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
       --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$logs/stress.err" | tee "$logs/stress.txt"
   note "stress rc=${PIPESTATUS[0]}: $(head -1 "$logs/stress.txt")"
 fi
