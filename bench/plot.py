@@ -33,9 +33,11 @@ def main() -> int:
         forced = {0: " (wide GEMMs)", 1e9: " (decode GEMMs)"}.get(crossover, f" (crossover {crossover:g})")
         for row in rec["rows"]:
             backend = row["backend"] + (forced if crossover >= 0 and row["backend"] == "sm90" else "")
-            key = (row["model"], backend, row["weights"])
+            # FP8 activations change the kernels and the floor (the FP8 GEMM rate): own series.
+            fmt = row["weights"] + ("" if row.get("activations", "bf16") == "bf16" else f' x {row["activations"]} acts')
+            key = (row["model"], backend, fmt)
             series.setdefault(key, {})[row["T"]] = row["us"]
-            floors.setdefault((row["model"], row["weights"]), {})[row["T"]] = row["floor_us"]
+            floors.setdefault((row["model"], fmt), {})[row["T"]] = row["floor_us"]
     if not series:
         print("no bench records given", file=sys.stderr)
         return 1
@@ -51,7 +53,7 @@ def main() -> int:
     for i, ((model, weights), pts) in enumerate(sorted(floors.items())):
         ts = sorted(pts)
         ax.plot(ts, [pts[t] for t in ts], linestyle="--", color="gray", alpha=0.4 + 0.3 * (i % 2),
-                label=f"floor: {model}, {weights} weights")
+                label=f"floor: {model}, {weights}" + ("" if "acts" in weights else " weights"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tokens per batch (T)")
