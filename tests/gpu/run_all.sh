@@ -79,13 +79,14 @@ if has tests; then
 fi
 
 if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs above compiled
-  for j in $(grep -l '"moe_sm90_gemm"' "$MOEFORGE_CACHE_DIR"/sm_90a/*.json 2>/dev/null); do
+  for j in $(grep -lE '"moe_sm90_(gemm|fp8_gemm|decode)"' "$MOEFORGE_CACHE_DIR"/sm_90a/*.json 2>/dev/null); do
     c=${j%.json}.cubin
     [ -f "$c" ] || continue
     defs=$(tr -d ' \n' < "$j" | grep -oE '"defines":\[[^]]*\]\]' | head -c 160)
     res=$(cuobjdump -res-usage "$c" 2>&1 | grep -oE 'REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+' | head -1)
     sass=$(cuobjdump -sass "$c" 2>/dev/null)
-    note "sm90 gemm $defs: $res HGMMA=$(grep -cE 'HGMMA' <<<"$sass") LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass") $(grep -oE 'HGMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
+    entry=$(grep -oE '"moe_sm90_[a-z0-9_]+"' "$j" | head -1 | tr -d '"')
+    note "$entry $defs: $res HGMMA=$(grep -cE 'HGMMA' <<<"$sass") QGMMA=$(grep -cE 'QGMMA' <<<"$sass") LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass") $(grep -oE '[HQ]GMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
   done
 fi
 
