@@ -38,6 +38,20 @@ if has build; then
   [ $rc -eq 0 ] || { printf '%s\n' "${summary[@]}"; tar czf "$out/logs.tgz" -C "$logs" .; exit 1; }
 fi
 cli=$build/moeforge
+# A/B in one call: MOEFORGE_BASELINE_SRC=<a source tree> (e.g. `git archive` of main into a carried,
+# git-excluded folder) and MOEFORGE_BASELINE_COMMIT=<its commit>: the bench stage runs the same
+# matrix with that tree's CLI too (records tagged "-base"), so a kernel change is judged against
+# its predecessor on the same machine in the same run.
+base_cli=""
+if [ -n "${MOEFORGE_BASELINE_SRC:-}" ]; then
+  base_build=$root/build-base
+  cmake -S "$MOEFORGE_BASELINE_SRC" -B "$base_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$prefix" -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build-base.log" 2>&1 &&
+    ninja -C "$base_build" moeforge >> "$logs/build-base.log" 2>&1
+  rc=$?
+  note "baseline build (${MOEFORGE_BASELINE_COMMIT:?name the baseline commit}) rc=$rc"
+  [ $rc -eq 0 ] && base_cli=$base_build/moeforge
+fi
 
 if has doctor; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>&1 | head -2
@@ -108,11 +122,16 @@ if has bench; then
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
-        env "${env_args[@]}" "$cli" bench --model "$model" --backend "${backend%-*}" --weights "$w" \
-            --activations "$acts" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
-            --json "$out/bench-$tag.json" \
-            2> "$logs/bench-$tag.err" | tee "$logs/bench-$tag.txt"
-        note "bench $tag rc=${PIPESTATUS[0]}"
+        for which in main ${base_cli:+base}; do
+          run_cli=$cli run_tag=$tag run_env=()
+          [ $which = base ] && run_cli=$base_cli run_tag=$tag-base \
+            run_env=(MOEFORGE_COMMIT=$MOEFORGE_BASELINE_COMMIT MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
+          env "${env_args[@]}" "${run_env[@]}" "$run_cli" bench --model "$model" --backend "${backend%-*}" \
+              --weights "$w" --activations "$acts" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
+              --json "$out/bench-$run_tag.json" \
+              2> "$logs/bench-$run_tag.err" | tee "$logs/bench-$run_tag.txt"
+          note "bench $run_tag rc=${PIPESTATUS[0]}"
+        done
       done
     done
   done
@@ -178,7 +197,7 @@ if has sanitizer; then  # compute-sanitizer over a reduced GPU suite: one JSON r
   # run_all.sh <commit> build,sanitizer). A run cut short is recorded as "complete": false.
   san_filter=${MOEFORGE_SANITIZER_FILTER:-'All/PortableLayerMatrix.MatchesReference/mistral_small_4_*_T7:All/PortableLayerMatrix.MatchesReference/deepseek_v3_bf16_T64:PortableLayer.PrecomputedIdsEqualRoutedForward:Decode/RobustGraph.*/T1_*:RobustHostile.ZeroAndOneTokenWithPrecomputedIds:All/Sm90LayerMatrix.MatchesReference/mistral_small_4_bf16_T7:All/Sm90LayerMatrix.MatchesReference/deepseek_v3_bf16_T64'}
   san_json="" san_total=0 san_incomplete=0
-  for tool in memcheck racecheck initcheck synccheck; do
+  for tool in ${MOEFORGE_SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
     t0=$(date +%s)
     timeout -s INT "${MOEFORGE_SANITIZER_SECONDS:-110}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
         --print-limit 200 --log-file "$logs/sanitizer-$tool.log" \
