@@ -34,9 +34,9 @@ class Sm90Gemms final : public portable::GemmPlugin {
     gather_permuted_ =
         permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, GatherOrder::PermutedK)) : gather_;
     if (w8a8) {
-      quantize_ = &rt::load_kernel(device, quantize_kernel(spec, spec.intermediate, false));
-      round_trip_x_ = &rt::load_kernel(device, quantize_kernel(spec, spec.hidden, true));
-      round_trip_h_ = &rt::load_kernel(device, quantize_kernel(spec, spec.intermediate, true));
+      quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, false));
+      round_trip_x_ = &rt::load_kernel(device, quantize_kernel(spec.hidden, true));
+      round_trip_h_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, true));
     }
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));

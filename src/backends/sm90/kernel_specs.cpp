@@ -94,8 +94,7 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
   return k;
 }
 
-rt::KernelSpec quantize_kernel(const MoeSpec& spec, int64_t k_cols, bool round_trip) {
-  (void)spec;
+rt::KernelSpec quantize_kernel(int64_t k_cols, bool round_trip) {
   rt::KernelSpec k;
   k.source = "sm90/quantize.cuh";
   k.entry = "moe_sm90_quantize_rows";
@@ -132,9 +131,9 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   const Codes c = codes(spec);
   if (c == Codes::W8A8) {
     out.push_back(gather_kernel(spec, GatherOrder::QuantFp8));
-    out.push_back(quantize_kernel(spec, spec.intermediate, false));
-    out.push_back(quantize_kernel(spec, spec.hidden, true));
-    out.push_back(quantize_kernel(spec, spec.intermediate, true));
+    out.push_back(quantize_kernel(spec.intermediate, false));
+    out.push_back(quantize_kernel(spec.hidden, true));
+    out.push_back(quantize_kernel(spec.intermediate, true));
   } else {
     out.push_back(gather_kernel(spec));
   }

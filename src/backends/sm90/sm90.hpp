@@ -87,7 +87,7 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrde
 // W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (the
 // QGMMA GEMMs' h), or rounded through FP8 and back to bf16 (round_trip: x and h of the
 // decode GEMMs, see decode_codes).
-rt::KernelSpec quantize_kernel(const MoeSpec& spec, int64_t k, bool round_trip);
+rt::KernelSpec quantize_kernel(int64_t k, bool round_trip);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
