@@ -167,9 +167,10 @@ int stress(const StressOptions& o) {
                         {"p99_ms", percentile(latencies, 0.99)},
                         {"first_errors", first_errors}});
   if (!o.json_path.empty()) std::ofstream(o.json_path) << rec.dump(2) << "\n";
-  fmt::print("stress {} ({}, {} weights, {} activations) {} threads x {} streams, {:.1f} min: {} calls, {} tokens, {} errors, "
-             "{} mismatches, p50 {:.2f} ms, p99 {:.2f} ms\n",
-             spec.name, layer.backend_name(), to_string(spec.weight_format), to_string(spec.activation_format), o.threads, o.streams, o.minutes,
+  fmt::print("stress {} ({}, {} weights, {} activations) {} threads x {} streams, {:.1f} min: {} calls, {} tokens, "
+             "{} errors, {} mismatches, p50 {:.2f} ms, p99 {:.2f} ms\n",
+             spec.name, layer.backend_name(), to_string(spec.weight_format), to_string(spec.activation_format),
+             o.threads, o.streams, o.minutes,
              calls.load(), tokens.load(), errors.load(), mismatches.load(), percentile(latencies, 0.5),
              percentile(latencies, 0.99));
   for (const auto& e : first_errors) fmt::print("  {}\n", e);

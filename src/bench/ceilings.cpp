@@ -130,9 +130,13 @@ const CublasLt* load_cublaslt(std::string* why) {
                              "/usr/local/cuda/lib64/libcublasLt.so"})
       if ((c.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
     if (!c.lib) return nullptr;
-    auto sym = [&](auto& f, const char* n) { f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(c.lib, n)); return f != nullptr; };
+    auto sym = [&](auto& f, const char* n) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(c.lib, n));
+      return f != nullptr;
+    };
     const bool ok = sym(c.create, "cublasLtCreate") && sym(c.destroy, "cublasLtDestroy") &&
-                    sym(c.desc_create, "cublasLtMatmulDescCreate") && sym(c.desc_destroy, "cublasLtMatmulDescDestroy") &&
+                    sym(c.desc_create, "cublasLtMatmulDescCreate") &&
+                    sym(c.desc_destroy, "cublasLtMatmulDescDestroy") &&
                     sym(c.desc_set, "cublasLtMatmulDescSetAttribute") &&
                     sym(c.layout_create, "cublasLtMatrixLayoutCreate") &&
                     sym(c.layout_destroy, "cublasLtMatrixLayoutDestroy") &&
@@ -186,8 +190,8 @@ double cublaslt_fp8_tflops(int device, CUstream stream, std::string* note) {
     });
     if (st == CUBLAS_STATUS_SUCCESS) {
       tflops = 2.0 * n * double(n) * n / (t.median_us * 1e-6) / 1e12;
-      *note = fmt::format("cuBLASLt matmul e4m3 x e4m3 -> bf16, f32 accumulate, {0}x{0}x{0}, random inputs, median of {1}",
-                          n, t.runs);
+      *note = fmt::format(
+          "cuBLASLt matmul e4m3 x e4m3 -> bf16, f32 accumulate, {0}x{0}x{0}, random inputs, median of {1}", n, t.runs);
     }
   }
   if (tflops == 0) *note = fmt::format("cuBLASLt FP8 matmul unavailable (status {}, algorithms {})", int(st), found);

@@ -86,7 +86,9 @@ if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs 
     res=$(cuobjdump -res-usage "$c" 2>&1 | grep -oE 'REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+' | head -1)
     sass=$(cuobjdump -sass "$c" 2>/dev/null)
     entry=$(grep -oE '"moe_sm90_[a-z0-9_]+"' "$j" | head -1 | tr -d '"')
-    note "$entry $defs: $res HGMMA=$(grep -cE 'HGMMA' <<<"$sass") QGMMA=$(grep -cE 'QGMMA' <<<"$sass") LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass") $(grep -oE '[HQ]GMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
+    counts="HGMMA=$(grep -cE 'HGMMA' <<<"$sass") QGMMA=$(grep -cE 'QGMMA' <<<"$sass")"
+    counts+=" LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass")"
+    note "$entry $defs: $res $counts $(grep -oE '[HQ]GMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
   done
 fi
 
@@ -107,7 +109,8 @@ if has bench; then
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
         env "${env_args[@]}" "$cli" bench --model "$model" --backend "${backend%-*}" --weights "$w" \
-            --activations "$acts" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} --json "$out/bench-$tag.json" \
+            --activations "$acts" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
+            --json "$out/bench-$tag.json" \
             2> "$logs/bench-$tag.err" | tee "$logs/bench-$tag.txt"
         note "bench $tag rc=${PIPESTATUS[0]}"
       done
@@ -162,7 +165,8 @@ fi
 
 if has stress; then
   # MOEFORGE_STRESS_ARGS: more flags (e.g. "--weights fp8 --activations fp8").
-  "$cli" stress --model mistral-small-4 ${MOEFORGE_STRESS_ARGS:-} --threads 8 --streams 8 --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
+  "$cli" stress --model mistral-small-4 ${MOEFORGE_STRESS_ARGS:-} --threads 8 --streams 8 \
+      --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
       --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$logs/stress.err" | tee "$logs/stress.txt"
   note "stress rc=${PIPESTATUS[0]}: $(head -1 "$logs/stress.txt")"
 fi

@@ -97,8 +97,9 @@ class Sm90Gemms final : public portable::GemmPlugin {
     if (codes_ == Codes::W8A8 && p.wide) return run_w8a8(c);
     // The W4A16 / W8A16 decode GEMMs read x in their permuted K order, the rest in natural order.
     const rt::LoadedKernel& gather = (permuted_k(codes_) && !p.wide) ? *gather_permuted_ : *gather_;
-    rt::launch_with(gather, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream, "permute", c.x,
-                    c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
+    rt::launch_with(gather, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream,
+                    "permute", c.x, c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg,
+                    c.scale);
     if (p.wide) run_wide(c);
     else run_decode(c, p.bt);
   }
@@ -161,8 +162,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     const int tile_bound = int(c.tile_bound);
     const unsigned tb = unsigned(c.tile_bound), threads = unsigned(kGatherThreads);
-    rt::launch_with(*gather_, {tb, kGatherSplit}, {threads}, 0, c.stream, "permute", c.x, c.counts, c.seg_off, c.num_tiles,
-                    c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
+    rt::launch_with(*gather_, {tb, kGatherSplit}, {threads}, 0, c.stream, "permute", c.x, c.counts, c.seg_off,
+                    c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
     // A operands: codes box {128 B, 128 rows} (swizzled), scales box {4 floats, 128 rows}.
     auto codes_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
       return encode_u8(p, {2 * k, rows}, {128, 128}, true, what);
@@ -181,8 +182,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
                     w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1,
                     int(2 * I), kb1, int(H / 4));
-    rt::launch_with(*quantize_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts, c.seg_off, c.num_tiles,
-                    c.tile_expert);
+    rt::launch_with(*quantize_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts, c.seg_off,
+                    c.num_tiles, c.tile_expert);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
                     w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H),
                     kb2, int(I / 4));

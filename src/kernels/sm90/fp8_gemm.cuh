@@ -24,10 +24,11 @@
 // 64 up rows, each a 64-aligned span of one block (GEMM 1's interleave, I % 128 == 0): so a
 // thread needs 4 products a_scale x b_scale per block and one FFMA per accumulator. The
 // scales are read while the wgmma group runs and the stage is released as soon as the group
-// completed, before the promotion. One partial set: 64 + 64 accumulator registers per thread fit the 168 the compiler may use at
-// 384 threads (setmaxnreg raises the limit only at run time); a second set, to overlap a
-// block's promotion with the next block's wgmma group, spilled. While one warpgroup promotes,
-// the other's wgmma group keeps the tensor cores busy. N = 256 would need 256 registers.
+// completed, before the promotion. One partial set: 64 + 64 accumulator registers per thread
+// fit the 168 the compiler may use at 384 threads (setmaxnreg raises the limit only at run
+// time); a second set, to overlap a block's promotion with the next block's wgmma group,
+// spilled. While one warpgroup promotes, the other's wgmma group keeps the tensor cores busy.
+// N = 256 would need 256 registers.
 //
 // Roles, persistence, tile order, epilogue (swizzled 64 x 64 boxes, TMA stores): as
 // grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).

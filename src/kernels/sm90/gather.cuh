@@ -65,9 +65,7 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
 #else
     uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
     const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);
-#endif
-#if QUANT_FP8
-#elif PERMUTE_K
+#if PERMUTE_K
     // One 64-column block (8 vectors) per lane: read, permute in registers, write.
     for (int b = lane; b < HIDDEN / 64; b += 32) {
       u32 v[32], o[32];
@@ -86,6 +84,7 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     }
 #else
     for (int v = lane; v < HIDDEN / 8; v += 32) dst[v] = src[v];  // 16-byte vectors
-#endif
+#endif  // PERMUTE_K
+#endif  // QUANT_FP8
   }
 }
