@@ -1,11 +1,14 @@
 // The sm90 backend's internals (host side): Hopper (sm_90a) TMA + wgmma grouped GEMMs
-// plugged into the portable pipeline (portable.hpp, "wide GEMMs") for the batch sizes where
-// they win; below the measured crossover the portable GEMMs run.
+// plugged into the portable pipeline (portable.hpp: routing, permute, combine): the wide
+// (128-row token tile) GEMMs above the measured crossover, the decode (weight-streaming)
+// GEMMs below it.
 //
 // File map (kernel source <-> host code):
-//   kernels/sm90/grouped_gemm.cuh, wait.cuh, ptx/   <-> kernel_specs.cpp (specs, limits)
-//   kernels/sm90/decode_gemm.cuh, activation.cuh      <-> kernel_specs.cpp
-//   kernels/sm90/gather.cuh                          <-> kernel_specs.cpp
+//   kernels/sm90/grouped_gemm.cuh, tiles.cuh, ring.cuh, wait.cuh, ptx/  <-> kernel_specs.cpp
+//   kernels/sm90/w4a16.cuh, w8a16.cuh, w4_format.cuh (dequantizing)     <-> kernel_specs.cpp
+//   kernels/sm90/fp8_gemm.cuh, quantize.cuh (W8A8: FP8 x FP8)            <-> kernel_specs.cpp
+//   kernels/sm90/decode_gemm.cuh, activation.cuh                        <-> kernel_specs.cpp
+//   kernels/sm90/gather.cuh                                             <-> kernel_specs.cpp
 //   tensor maps (host encode, once per buffer)       <-> tensor_map.cpp
 //   the planner's crossover table                    <-> plan.cpp
 //   GemmPlugin implementation, Backend                <-> backend.cpp

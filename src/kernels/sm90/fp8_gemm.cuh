@@ -44,9 +44,6 @@
 #include "sm90/ring.cuh"
 #include "sm90/tiles.cuh"
 #include "sm90/wait.cuh"
-#if GEMM_STAGE == 1
-#include "sm90/activation.cuh"
-#endif
 
 namespace sm90f8 {
 
@@ -109,48 +106,8 @@ __device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const 
   }
 }
 
-#if GEMM_STAGE == 1
-// GEMM 1: 64 outputs per tile from 8 (gate, up) chunk pairs; one box per consumer.
-struct Epilogue {
-  static constexpr int kBoxes = 1;
-  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {}
-  __device__ __forceinline__ void fill(const float (&acc)[64], int j, unsigned char* box, int r0, int g, int t) {
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const float* gate = &acc[8 * q];
-      const float* up = &acc[8 * q + 4];
-      const u32 off = sm90::store_offset(r0, q, g, t);
-      *reinterpret_cast<u32*>(box + off) =
-          pack_bf16x2(sm90::activate(gate[0], up[0]), sm90::activate(gate[1], up[1]));
-      *reinterpret_cast<u32*>(box + off + 8 * 128) =
-          pack_bf16x2(sm90::activate(gate[2], up[2]), sm90::activate(gate[3], up[3]));
-    }
-  }
-  __device__ __forceinline__ int col(int nt, int j) const { return nt * (BN / 2); }
-};
-#else
-// GEMM 2: y = scale[row] * acc (the routing weight; 1 for shared experts, 0 for padding).
-struct Epilogue {
-  static constexpr int kBoxes = BN / kEpiBox;
-  const float* __restrict__ row_scale;
-  float s0, s1;
-  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {
-    const i64 m_row0 = (i64)mt * BM + c * 64;
-    s0 = row_scale[m_row0 + r0];
-    s1 = row_scale[m_row0 + r0 + 8];
-  }
-  __device__ __forceinline__ void fill(const float (&acc)[64], int j, unsigned char* box, int r0, int g, int t) {
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const int i = j * 8 + q;
-      const u32 off = sm90::store_offset(r0, q, g, t);
-      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(acc[4 * i + 0] * s0, acc[4 * i + 1] * s0);
-      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(acc[4 * i + 2] * s1, acc[4 * i + 3] * s1);
-    }
-  }
-  __device__ __forceinline__ int col(int nt, int j) const { return nt * BN + j * kEpiBox; }
-};
-#endif
+// tiles.cuh; GEMM 1 gives 64 features a tile: one store box per consumer.
+using Epilogue = sm90::TileEpilogue<BM, BN>;
 
 }  // namespace sm90f8
 

@@ -62,9 +62,6 @@
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
 #include "sm90/wait.cuh"
-#if GEMM_STAGE == 1
-#include "sm90/activation.cuh"
-#endif
 #if W4
 #include "sm90/w4a16.cuh"
 #elif W8
@@ -120,47 +117,7 @@ constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
 static_assert(kSmemBytes == SM90_SMEM_BYTES, "the host's sm90::kSmemBytes (SM90_SMEM_BYTES) must match");
 
-#if GEMM_STAGE == 1
-// GEMM 1: 128 outputs per tile from 64 (gate, up) chunk pairs; two boxes per consumer.
-struct Epilogue {
-  static constexpr int kBoxes = BN / 2 / kEpiBox;
-  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {}
-  __device__ __forceinline__ void fill(const float (&acc)[128], int j, unsigned char* box, int r0, int g, int t) {
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const int p = j * 8 + q;  // output chunk: features 8p .. 8p + 7 of this tile's 128
-      const float* gate = &acc[8 * p];
-      const float* up = &acc[8 * p + 4];
-      const u32 off = store_offset(r0, q, g, t);
-      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(activate(gate[0], up[0]), activate(gate[1], up[1]));
-      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(activate(gate[2], up[2]), activate(gate[3], up[3]));
-    }
-  }
-  __device__ __forceinline__ int col(int nt, int j) const { return nt * (BN / 2) + j * kEpiBox; }
-};
-#else
-// GEMM 2: y = scale[row] * acc (the routing weight; 1 for shared experts, 0 for padding).
-struct Epilogue {
-  static constexpr int kBoxes = BN / kEpiBox;
-  const float* __restrict__ row_scale;
-  float s0, s1;
-  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {
-    const i64 m_row0 = (i64)mt * BM + c * 64;
-    s0 = row_scale[m_row0 + r0];
-    s1 = row_scale[m_row0 + r0 + 8];
-  }
-  __device__ __forceinline__ void fill(const float (&acc)[128], int j, unsigned char* box, int r0, int g, int t) {
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const int i = j * 8 + q;  // n8-chunk of the 256-wide accumulator
-      const u32 off = store_offset(r0, q, g, t);
-      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(acc[4 * i + 0] * s0, acc[4 * i + 1] * s0);
-      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(acc[4 * i + 2] * s1, acc[4 * i + 3] * s1);
-    }
-  }
-  __device__ __forceinline__ int col(int nt, int j) const { return nt * BN + j * kEpiBox; }
-};
-#endif
+using Epilogue = TileEpilogue<BM, BN>;  // tiles.cuh
 
 #if W4
 // Consumer warpgroup c writes rows c*128 .. c*128+127 of stage s's bf16 B tile from its codes:

@@ -1,7 +1,12 @@
 // What the persistent sm90 GEMMs (grouped_gemm.cuh, fp8_gemm.cuh) share about output tiles:
-// the tile order and the epilogue's swizzled store boxes.
+// the tile order and the epilogue (GEMM_STAGE 1: the gated activation, 2: the routing weight)
+// with its swizzled store boxes.
 #pragma once
+#include "common/convert.cuh"
 #include "sm90/ptx/types.cuh"
+#if GEMM_STAGE == 1
+#include "sm90/activation.cuh"
+#endif
 
 namespace sm90 {
 
@@ -27,5 +32,53 @@ struct TileScheduler {
 __device__ __forceinline__ u32 store_offset(int r0, int q, int g, int t) {
   return (u32)r0 * 128u + (u32)((q ^ g) << 4) + (u32)t * 4u;
 }
+
+// A BM x BN tile's epilogue, for a consumer warpgroup's 64 rows (rows c*64 .. of the tile):
+// its f32 accumulators (BN / 2 per thread, the wgmma fragment layout) become 64 x 64 bf16
+// store boxes (store_offset), box j at output column col(nt, j).
+#if GEMM_STAGE == 1
+// GEMM 1: the tile's BN weight rows interleave gate and up in chunks of 8 (layout.cpp), so
+// n8-chunk pair (2p, 2p + 1) gives output features 8p .. 8p + 7: BN / 2 features a tile.
+template <int BM, int BN>
+struct TileEpilogue {
+  static constexpr int kBoxes = BN / 2 / 64;
+  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {}
+  __device__ __forceinline__ void fill(const float (&acc)[BN / 2], int j, unsigned char* box, int r0, int g, int t) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int p = j * 8 + q;  // output chunk: features 8p .. 8p + 7 of this tile's BN / 2
+      const float* gate = &acc[8 * p];
+      const float* up = &acc[8 * p + 4];
+      const u32 off = store_offset(r0, q, g, t);
+      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(activate(gate[0], up[0]), activate(gate[1], up[1]));
+      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(activate(gate[2], up[2]), activate(gate[3], up[3]));
+    }
+  }
+  __device__ __forceinline__ int col(int nt, int j) const { return nt * (BN / 2) + j * 64; }
+};
+#else
+// GEMM 2: y = scale[row] * acc (the routing weight; 1 for shared experts, 0 for padding).
+template <int BM, int BN>
+struct TileEpilogue {
+  static constexpr int kBoxes = BN / 64;
+  const float* __restrict__ row_scale;
+  float s0, s1;
+  __device__ __forceinline__ void begin_tile(int mt, int c, int r0) {
+    const i64 m_row0 = (i64)mt * BM + c * 64;
+    s0 = row_scale[m_row0 + r0];
+    s1 = row_scale[m_row0 + r0 + 8];
+  }
+  __device__ __forceinline__ void fill(const float (&acc)[BN / 2], int j, unsigned char* box, int r0, int g, int t) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int i = j * 8 + q;  // n8-chunk of the accumulator
+      const u32 off = store_offset(r0, q, g, t);
+      *reinterpret_cast<u32*>(box + off) = pack_bf16x2(acc[4 * i + 0] * s0, acc[4 * i + 1] * s0);
+      *reinterpret_cast<u32*>(box + off + 8 * 128) = pack_bf16x2(acc[4 * i + 2] * s1, acc[4 * i + 3] * s1);
+    }
+  }
+  __device__ __forceinline__ int col(int nt, int j) const { return nt * BN + j * 64; }
+};
+#endif
 
 }  // namespace sm90
