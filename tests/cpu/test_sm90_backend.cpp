@@ -116,19 +116,26 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
       EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
     }
   }
-  // W8A8: the QGMMA GEMM pair, the quantizing gather and the h quantizer; no decode GEMMs.
+  // W8A8: the QGMMA GEMM pair, the quantizing gather, the h quantizer and the two FP8 round
+  // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (6) after the
+  // permuted gather (portable-compatible, no target).
   MoeSpec a8 = s;
   a8.weight_format = WeightFormat::FP8_Block128;
   a8.activation_format = ActivationFormat::FP8_Group128;
-  int a8_sm90 = 0, a8_quant = 0;
+  int a8_sm90 = 0, a8_quant = 0, a8_decode = 0;
   for (const rt::KernelSpec& k : sm90_backend().kernels(a8)) {
     EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
     a8_sm90 += !k.targets.empty();
     a8_quant += k.entry == "moe_sm90_quantize_rows";
-    EXPECT_NE(k.entry, "moe_sm90_decode");
+    if (k.entry == "moe_sm90_decode") {
+      ++a8_decode;
+      EXPECT_NE(std::find(k.defines.begin(), k.defines.end(), std::pair<std::string, std::string>{"W8", "1"}),
+                k.defines.end());
+    }
   }
-  EXPECT_EQ(a8_sm90, 2 + 2);  // the GEMM pair, the quantizing gather, the h quantizer (sm_89+ instructions)
-  EXPECT_EQ(a8_quant, 1);
+  EXPECT_EQ(a8_sm90, 2 + 1 + 3 + 6);
+  EXPECT_EQ(a8_quant, 3);
+  EXPECT_EQ(a8_decode, 6);
 }
 
 // The W4A16 K permutation (kernels/sm90/w4_format.cuh): a bijection of each
@@ -186,7 +193,9 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 1), "decode GEMMs (fp8 W8A16, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 36308), "wide GEMMs (fp8 W8A16, 128x256 tiles)");
   f8.activation_format = ActivationFormat::FP8_Group128;
-  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1),
+            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 512), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
 }
 
 // The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a

@@ -33,13 +33,16 @@ class Sm90Gemms final : public portable::GemmPlugin {
     gather_ = &rt::load_kernel(device, gather_kernel(spec, w8a8 ? GatherOrder::QuantFp8 : GatherOrder::Natural));
     gather_permuted_ =
         permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, GatherOrder::PermutedK)) : gather_;
-    if (w8a8) quantize_ = &rt::load_kernel(device, quantize_kernel(spec));
+    if (w8a8) {
+      quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, false));
+      round_trip_x_ = &rt::load_kernel(device, quantize_kernel(spec.hidden, true));
+      round_trip_h_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, true));
+    }
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
-    if (has_decode(codes_))
-      for (int i = 0; i < 3; ++i)
-        for (int stage : {1, 2})
-          decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
+    for (int i = 0; i < 3; ++i)
+      for (int stage : {1, 2})
+        decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
@@ -90,8 +93,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
   int bm() const override { return kBM; }
 
   void run(const portable::PluginChunk& c) const override {
-    if (codes_ == Codes::W8A8) return run_w8a8(c);
     const Plan p = plan(spec_, c.tokens);
+    if (codes_ == Codes::W8A8 && p.wide) return run_w8a8(c);
     // The W4A16 / W8A16 decode GEMMs read x in their permuted K order, the rest in natural order.
     const rt::LoadedKernel& gather = (permuted_k(codes_) && !p.wide) ? *gather_permuted_ : *gather_;
     rt::launch_with(gather, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream,
@@ -115,11 +118,20 @@ class Sm90Gemms final : public portable::GemmPlugin {
     auto grid = [&](int64_t n) {
       return rt::Dim3{unsigned(std::min<int64_t>(2 * sm_count_, experts * ceil_div(n, kDecodeRows)))};
     };
-    const unsigned smem = unsigned(decode_smem_bytes(bt, codes_, int(et)));
-    const int64_t ks = decode_stage_k(codes_);
+    const Codes dc = decode_codes(codes_);
+    const unsigned smem = unsigned(decode_smem_bytes(bt, dc, int(et)));
+    const int64_t ks = decode_stage_k(dc);
+    // W8A8: x and h rounded through their FP8 groups in place, each before its GEMM.
+    auto round_trip = [&](const rt::LoadedKernel* k, CUdeviceptr buf, const char* stage) {
+      if (k)
+        rt::launch_with(*k, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream, stage,
+                        buf, c.counts, c.seg_off, c.num_tiles, c.tile_expert);
+    };
+    round_trip(round_trip_x_, c.xg, "permute");
     rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I)), {unsigned(kThreads)}, smem, c.stream, "gemm1",
                     w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off, CUdeviceptr(0), c.h, int(2 * I),
                     int(ceil_div(int64_t(H), ks)));
+    round_trip(round_trip_h_, c.h, "gemm2");
     rt::launch_with(*decode_[ti][1], grid(int64_t(H)), {unsigned(kThreads)}, smem, c.stream, "gemm2", w2_rows_map_,
                     w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y, int(H), int(ceil_div(int64_t(I), ks)));
   }
@@ -186,7 +198,9 @@ class Sm90Gemms final : public portable::GemmPlugin {
   Codes codes_ = Codes::BF16;  // NVFP4 / FP8: W4A16 / W8A16 decode GEMMs, dequantizing wide GEMMs
   int sm_count_ = 0;
   const rt::LoadedKernel *gather_ = nullptr, *gather_permuted_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
-  const rt::LoadedKernel* quantize_ = nullptr;  // W8A8: h in place between the GEMMs
+  const rt::LoadedKernel* quantize_ = nullptr;  // W8A8: h in place between the QGMMA GEMMs
+  // W8A8 below the crossover: x and h rounded through FP8 for the W8A16 decode GEMMs.
+  const rt::LoadedKernel *round_trip_x_ = nullptr, *round_trip_h_ = nullptr;
   const rt::LoadedKernel* decode_[3][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4: their codes)
   CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4, w8: the wide GEMMs' scale boxes
@@ -232,8 +246,11 @@ class Sm90Backend final : public Backend {
   std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
     const Plan p = plan(spec, tokens);
     const Codes c = codes(spec);
-    if (c == Codes::W8A8) return "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)";
-    const char* w = c == Codes::W4 ? "nvfp4 W4A16, " : c == Codes::W8 ? "fp8 W8A16, " : "";
+    if (c == Codes::W8A8 && p.wide) return "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)";
+    const char* w = c == Codes::W4     ? "nvfp4 W4A16, "
+                    : c == Codes::W8   ? "fp8 W8A16, "
+                    : c == Codes::W8A8 ? "fp8 W8A8 as W8A16 on FP8-rounded activations, "
+                                       : "";
     return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w)
                   : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);
   }

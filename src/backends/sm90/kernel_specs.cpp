@@ -94,26 +94,27 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
   return k;
 }
 
-rt::KernelSpec quantize_kernel(const MoeSpec& spec) {
+rt::KernelSpec quantize_kernel(int64_t k_cols, bool round_trip) {
   rt::KernelSpec k;
   k.source = "sm90/quantize.cuh";
   k.entry = "moe_sm90_quantize_rows";
-  k.defines = {{"QUANT_K", std::to_string(spec.intermediate)}};
+  k.defines = {{"QUANT_K", std::to_string(k_cols)}, {"QUANT_ROUND_TRIP", round_trip ? "1" : "0"}};
   k.threads = kGatherThreads;
   k.targets = {kTarget};
   return k;
 }
 
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
-  const int smem = decode_smem_bytes(bt, codes(spec), spec.num_experts + spec.num_shared_experts);
+  const Codes c = decode_codes(codes(spec));
+  const int smem = decode_smem_bytes(bt, c, spec.num_experts + spec.num_shared_experts);
   rt::KernelSpec k;
   k.source = "sm90/decode_gemm.cuh";
   k.entry = "moe_sm90_decode";
   k.defines = {{"GEMM_STAGE", std::to_string(stage)},
                {"BT", std::to_string(bt)},
                {"GEMM_N_OUT", std::to_string(stage == 1 ? spec.intermediate : spec.hidden)},
-               {"W4", codes(spec) == Codes::W4 ? "1" : "0"},
-               {"W8", codes(spec) == Codes::W8 ? "1" : "0"},
+               {"W4", c == Codes::W4 ? "1" : "0"},
+               {"W8", c == Codes::W8 ? "1" : "0"},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"SM90_DECODE_SMEM_BYTES", std::to_string(smem)}};
   if (stage == 1) add_activation(spec, k);
@@ -130,16 +131,17 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   const Codes c = codes(spec);
   if (c == Codes::W8A8) {
     out.push_back(gather_kernel(spec, GatherOrder::QuantFp8));
-    out.push_back(quantize_kernel(spec));
+    out.push_back(quantize_kernel(spec.intermediate, false));
+    out.push_back(quantize_kernel(spec.hidden, true));
+    out.push_back(quantize_kernel(spec.intermediate, true));
   } else {
     out.push_back(gather_kernel(spec));
   }
   if (permuted_k(c)) out.push_back(gather_kernel(spec, GatherOrder::PermutedK));
   out.push_back(gemm_kernel(spec, 1));
   out.push_back(gemm_kernel(spec, 2));
-  if (has_decode(c))
-    for (int bt : kDecodeTiles)
-      for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
+  for (int bt : kDecodeTiles)
+    for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
   return out;
 }
 

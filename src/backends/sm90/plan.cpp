@@ -36,13 +36,22 @@ constexpr double kCrossoverRowsW4 = 128.0;
 //   wide              1645.3     1661.8     1914.2      5458.5
 // The decode GEMMs win up to 16 rows per expert and lose at 64: 32, their geometric middle.
 constexpr double kCrossoverRowsW8 = 32.0;
+// FP8 weights with FP8 activations (W8A8): the QGMMA GEMMs (bcded5a, 2026-11-30-bcded5a-bench-
+// mistral-small-4-sm90-fp8-afp8.json) against the W8A16 decode GEMMs these run below the
+// crossover (d000bdd, ...-d000bdd-bench-mistral-small-4-sm90-fp8.json; the round trips of x
+// and h through FP8 not yet included), Mistral-Small-4, H200, us:
+//   T (rows/expert)   1 (0.03)   8 (0.25)   32 (1)   128 (4)   512 (16)
+//   QGMMA              106.1      280.6     646.2    1015.5    1043.6
+//   W8A16 decode        84.8      255.4     609.4    1021.5    1506.2
+// Decode wins up to 1 row per expert, ties at 4 and loses at 16: 2.
+constexpr double kCrossoverRowsW8A8 = 2.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
   const double forced = rt::settings().sm90_crossover;
   if (forced >= 0) return forced;
   switch (codes(spec)) {
-    case Codes::W8A8: return 0;  // wide (QGMMA) GEMMs at every T: no W8A8 decode GEMMs yet
+    case Codes::W8A8: return kCrossoverRowsW8A8;
     case Codes::W4: return kCrossoverRowsW4;
     case Codes::W8: return kCrossoverRowsW8;
     default: return kCrossoverRowsBf16;

@@ -46,9 +46,12 @@ constexpr int kSmemBytesW8A8 = 210944;
 constexpr int wide_smem_bytes(Codes c) {
   return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : c == Codes::W8A8 ? kSmemBytesW8A8 : kSmemBytes;
 }
-// W8A8 runs its wide GEMMs at every T (no W8A8 decode GEMMs yet); its tile is 128 x 128.
-constexpr bool has_decode(Codes c) { return c != Codes::W8A8; }
-constexpr int kBNW8A8 = 128;
+// The decode GEMMs' weights. W8A8 below its crossover runs the W8A16 decode GEMMs on x and h
+// rounded through their FP8 1 x 128 groups and back to bf16 (the activations the W8A8 layer
+// defines, up to one bf16 rounding of code x scale): decode is bound by the weights' bytes,
+// not by the math, and has no QGMMA decode GEMMs of its own.
+constexpr Codes decode_codes(Codes c) { return c == Codes::W8A8 ? Codes::W8 : c; }
+constexpr int kBNW8A8 = 128;  // the W8A8 GEMMs' tile is 128 x 128
 constexpr int kGatherThreads = 256;
 // The gather and the h quantizer split each 128-row tile over this many blocks (grid.y): 8
 // warps a block, 32 rows: more rows in flight than one block a tile (those kernels are
@@ -84,13 +87,15 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 // the W4A16 / W8A16 decode GEMMs' K order (sm90/w4_format.cuh), or quantized to FP8 (W8A8).
 enum class GatherOrder { Natural, PermutedK, QuantFp8 };
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
-// W8A8: h quantized in place between the GEMMs (sm90/quantize.cuh).
-rt::KernelSpec quantize_kernel(const MoeSpec& spec);
+// W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (the
+// QGMMA GEMMs' h), or rounded through FP8 and back to bf16 (round_trip: x and h of the
+// decode GEMMs, see decode_codes).
+rt::KernelSpec quantize_kernel(int64_t k, bool round_trip);
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
 // The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
-inline bool permuted_k(Codes c) { return c == Codes::W4 || c == Codes::W8; }
+inline bool permuted_k(Codes c) { return c != Codes::BF16; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
 // wide and the decode GEMMs; and all of them, the portable ones included.
