@@ -36,15 +36,14 @@ constexpr double kCrossoverRowsW4 = 128.0;
 //   wide              1645.3     1661.8     1914.2      5458.5
 // The decode GEMMs win up to 16 rows per expert and lose at 64: 32, their geometric middle.
 constexpr double kCrossoverRowsW8 = 32.0;
-// FP8 weights with FP8 activations (W8A8): the QGMMA GEMMs (bcded5a, 2026-11-30-bcded5a-bench-
-// mistral-small-4-sm90-fp8-afp8.json) against the W8A16 decode GEMMs these run below the
-// crossover (d000bdd, ...-d000bdd-bench-mistral-small-4-sm90-fp8.json; the round trips of x
-// and h through FP8 not yet included), Mistral-Small-4, H200, us:
-//   T (rows/expert)   1 (0.03)   8 (0.25)   32 (1)   128 (4)   512 (16)
-//   QGMMA              106.1      280.6     646.2    1015.5    1043.6
-//   W8A16 decode        84.8      255.4     609.4    1021.5    1506.2
-// Decode wins up to 1 row per expert, ties at 4 and loses at 16: 2.
-constexpr double kCrossoverRowsW8A8 = 2.0;
+// FP8 weights with FP8 activations (W8A8): the QGMMA GEMMs against the W8A16 decode GEMMs on
+// x and h rounded through FP8 in place (two more launches), both forced in one run (H200,
+// 2026-11-30-{52dd978,8619edf}-bench-mistral-small-4-sm90-fp8-afp8.json), Mistral-Small-4, us:
+//   T (rows/expert)   1 (0.03)   8 (0.25)   32 (1)   128 (4)
+//   QGMMA              107.6      281.1     650.6    1017.3
+//   decode             102.8      275.0     666.8    1360.5
+// Decode wins below 1 row per expert and loses from 1: 0.5.
+constexpr double kCrossoverRowsW8A8 = 0.5;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
