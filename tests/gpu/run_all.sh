@@ -138,10 +138,12 @@ if has bench; then
 fi
 
 if has profile; then  # ncu, one forward per T of the main job: where the time goes, kernel by kernel
+  # Clocks as the bench runs them (MOEFORGE_PROFILE_CLOCKS=none; "base" is ncu's default lock,
+  # used by the records before session 6), so the kernel times add up to the bench's time.
   metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active
   for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
     csv="$logs/profile-T$T.csv"
-    ncu --csv --print-units base --metrics "$metrics" -k regex:moe_ "$cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" \
+    ncu --csv --print-units base --clock-control ${MOEFORGE_PROFILE_CLOCKS:-none} --metrics "$metrics" -k regex:moe_ "$cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" \
         --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
         --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$csv" 2> "$logs/profile-T$T.err"
     note "profile T=$T rc=$?"
@@ -154,8 +156,13 @@ k = collections.OrderedDict()
 for r in data:
     d = k.setdefault(r[ix["ID"]], {"name": r[ix["Kernel Name"]]})
     d[r[ix["Metric Name"]]] = r[ix["Metric Value"]].replace(",", "")
+# The last forward only (the earlier kernels are warm-up runs and, with `auto`, the self-test):
+# from the last routing launch on.
+ids = list(k)
+last = max([i for i, key in enumerate(ids) if k[key]["name"].startswith("moe_route")] or [0])
+k = collections.OrderedDict((key, k[key]) for key in ids[last:])
 total = sum(float(d.get("gpu__time_duration.sum", 0)) for d in k.values())
-print(f"-- T={sys.argv[2]}: {len(k)} kernels, {total / 1e3:.1f} us of kernel time (ncu, serialized)")
+print(f"-- T={sys.argv[2]}: last forward, {len(k)} kernels, {total / 1e3:.1f} us of kernel time (ncu, serialized)")
 print(f"   {'kernel':<24}{'us':>10}{'share':>8}{'tensor%':>9}{'dram%':>7}{'L2hit%':>8}{'issue%':>8}{'grid':>8}")
 for d in k.values():
     t = float(d.get("gpu__time_duration.sum", 0))
