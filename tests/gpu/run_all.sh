@@ -14,6 +14,7 @@ stages=${2:-build,doctor,runs,tests,sass,bench}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
 logs=$(mktemp -d /tmp/moeforge-logs.XXXX)   # logs travel back as one archive: $OUT takes at most 8 files
+# (one $OUT/logs.tgz per invocation: several invocations in one call need OUT=$OUT/<subdir> each)
 mkdir -p "$out"
 export MOEFORGE_COMMIT=$commit
 export MOEFORGE_CACHE_DIR=${MOEFORGE_CACHE_DIR:-/tmp/moeforge-cache}
@@ -143,16 +144,16 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
   metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max
   # With MOEFORGE_BASELINE_SRC, the baseline's CLI is profiled the same way after this tree's.
   for which in main ${base_cli:+base}; do
-  run_cli=$cli sfx="" run_env=()
-  [ $which = base ] && run_cli=$base_cli sfx="-base" run_env=(MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
-  for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
-    csv="$logs/profile-T$T$sfx.csv"
-    env "${run_env[@]}" ncu --csv --print-units base --clock-control ${MOEFORGE_PROFILE_CLOCKS:-none} \
-        --metrics "$metrics" -k regex:moe_ "$run_cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} \
-        --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
-        --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$csv" 2> "$logs/profile-T$T$sfx.err"
-    note "profile$sfx T=$T rc=$?"
-    python3 - "$csv" "$T$sfx" <<'PY'
+    run_cli=$cli sfx="" run_env=()
+    [ $which = base ] && run_cli=$base_cli sfx="-base" run_env=(MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
+    for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
+      csv="$logs/profile-T$T$sfx.csv"
+      env "${run_env[@]}" ncu --csv --print-units base --clock-control ${MOEFORGE_PROFILE_CLOCKS:-none} \
+          --metrics "$metrics" -k regex:moe_ "$run_cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} \
+          --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
+          --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$csv" 2> "$logs/profile-T$T$sfx.err"
+      note "profile$sfx T=$T rc=$?"
+      python3 - "$csv" "$T$sfx" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
 head, data = rows[0], rows[1:]
@@ -183,7 +184,7 @@ for d in k.values():
           f"{d.get('lts__t_sector_hit_rate.pct', '-'):>8}{d.get('smsp__issue_active.avg.pct_of_peak_sustained_active', '-'):>8}"
           f"{d.get('launch__grid_size', '-'):>8}{imbalance(d):>10}")
 PY
-  done
+    done
   done 2>&1 | tee "$logs/profile.txt"
   # Why a kernel is slow, not just how slow: ncu sections (e.g. "WarpStateStats SchedulerStats"
   # for stall reasons and issue slots) on MOEFORGE_PROFILE_KERNEL (default moe_sm90_decode):
