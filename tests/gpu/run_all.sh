@@ -53,6 +53,14 @@ if [ -n "${MOEFORGE_BASELINE_SRC:-}" ]; then
   note "baseline build (${MOEFORGE_BASELINE_COMMIT:?name the baseline commit}) rc=$rc"
   [ $rc -eq 0 ] && base_cli=$base_build/moeforge
 fi
+# Sets run_cli, its file suffix and environment for `main` (this tree) or `base` (the baseline).
+select_cli() {
+  run_cli=$cli sfx="" run_env=()
+  if [ "$1" = base ]; then
+    run_cli=$base_cli sfx="-base"
+    run_env=(MOEFORGE_COMMIT=$MOEFORGE_BASELINE_COMMIT MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
+  fi
+}
 
 if has doctor; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>&1 | head -2
@@ -124,9 +132,8 @@ if has bench; then
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
         for which in main ${base_cli:+base}; do
-          run_cli=$cli run_tag=$tag run_env=()
-          [ $which = base ] && run_cli=$base_cli run_tag=$tag-base \
-            run_env=(MOEFORGE_COMMIT=$MOEFORGE_BASELINE_COMMIT MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
+          select_cli $which
+          run_tag=$tag$sfx
           env "${env_args[@]}" "${run_env[@]}" "$run_cli" bench --model "$model" --backend "${backend%-*}" \
               --weights "$w" --activations "$acts" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
               --json "$out/bench-$run_tag.json" \
@@ -144,8 +151,7 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
   metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max
   # With MOEFORGE_BASELINE_SRC, the baseline's CLI is profiled the same way after this tree's.
   for which in main ${base_cli:+base}; do
-    run_cli=$cli sfx="" run_env=()
-    [ $which = base ] && run_cli=$base_cli sfx="-base" run_env=(MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
+    select_cli $which
     for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
       csv="$logs/profile-T$T$sfx.csv"
       env "${run_env[@]}" ncu --csv --print-units base --clock-control ${MOEFORGE_PROFILE_CLOCKS:-none} \
