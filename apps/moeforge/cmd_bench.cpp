@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "backends/backend.hpp"
@@ -39,6 +40,7 @@ struct BenchOptions {
   std::string json_path;
   std::string checkpoint;
   int layer = 0;
+  bench::L2Flush l2_flush = bench::L2Flush::Read;
 };
 
 // Bytes of one expert's weights as stored (values + scales + biases).
@@ -96,7 +98,8 @@ int bench(const BenchOptions& o) {
     const TensorView xv = x.view(DType::bf16, {T, spec.hidden}), lv = l.view(DType::f32, {T, spec.num_experts}),
                      ov = out.view(DType::bf16, {T, spec.hidden});
     const bench::Timing t =
-        bench::time_on_stream(o.device, stream, [&](CUstream s) { layer.forward(xv, lv, ov, s); }, 3, o.runs);
+        bench::time_on_stream(o.device, stream, [&](CUstream s) { layer.forward(xv, lv, ov, s); }, 3, o.runs,
+                             o.l2_flush);
 
     const double bytes = double(touched.size()) * expert_bytes(spec, spec.intermediate, spec.expert_bias) +
                          spec.num_shared_experts * expert_bytes(spec, spec.shared_intermediate, false) +
@@ -142,6 +145,7 @@ int bench(const BenchOptions& o) {
       {"spec", spec.describe()},
       {"checkpoint", ckpt ? nlohmann::json(ckpt->describe()) : nlohmann::json(nullptr)},
       {"backend_reason", layer.backend_reason()},
+      {"l2_flush", bench::to_string(o.l2_flush)},
       {"rows", rows}});
   if (!o.json_path.empty()) {
     std::ofstream f(o.json_path);
@@ -153,6 +157,7 @@ int bench(const BenchOptions& o) {
              layer.backend_name(), to_string(spec.weight_format), to_string(spec.activation_format));
   fmt::print("ceilings: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s ({}), fp8 GEMM {:.0f} TFLOP/s ({})\n",
              ceil.read_GBps, ceil.bf16_TFLOPs, ceil.gemm_note, ceil.fp8_TFLOPs, ceil.fp8_gemm_note);
+  fmt::print("L2 emptied before each run by a {} of 2x its size\n", o.l2_flush == bench::L2Flush::Read ? "clean read" : "memset");
   fmt::print("{:>7} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8}  {:<7} {}\n", "T", "us", "floor_us", "ratio", "TFLOP/s",
              "GB/s", "experts", "bound", "gemms");
   for (const auto& r : rows)
@@ -179,6 +184,12 @@ Registered register_bench(CLI::App& root) {
   cmd->add_option("--json", o->json_path, "Write the bench record (JSON) to this file");
   cmd->add_option("--checkpoint", o->checkpoint, "Time one layer of this Hugging Face checkpoint directory instead of a preset");
   cmd->add_option("--layer", o->layer, "Layer of --checkpoint")->capture_default_str();
+  cmd->add_option("--l2-flush", o->l2_flush,
+                  "How the L2 is emptied before each timed run: read (a clean 2x-L2 read; nothing left to write "
+                  "back, as the floor assumes) or write (a 2x-L2 memset, whose dirty lines the run writes back)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, bench::L2Flush>{{"read", bench::L2Flush::Read}, {"write", bench::L2Flush::Write}}))
+      ->capture_default_str();
   return {cmd, [o] { return bench(*o); }};
 }
 

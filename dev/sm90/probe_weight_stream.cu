@@ -123,6 +123,13 @@ static CUtensorMap make_map(void* base, int layout, unsigned long long rows) {
   return m;
 }
 
+// L2 flush before each run: a memset (leaves dirty lines the timed run writes back) or, when
+// g_read_flush, a streaming read of the clean buffer (leaves only clean lines).
+static bool g_read_flush = false;
+static unsigned* g_sink = nullptr;
+static int g_sms = 0;
+__global__ void stream_ldg(const struct U4* __restrict__ src, unsigned long long n, unsigned* sink);
+
 template <class F>
 static double median_us(F&& launch, void* flush, size_t flush_bytes) {
   cudaEvent_t a, b;
@@ -130,7 +137,10 @@ static double median_us(F&& launch, void* flush, size_t flush_bytes) {
   CK(cudaEventCreate(&b));
   std::vector<float> t;
   for (int r = 0; r < 10; ++r) {
-    CK(cudaMemsetAsync(flush, r, flush_bytes));
+    if (g_read_flush)
+      stream_ldg<<<g_sms * 4, 512>>>(static_cast<const U4*>(flush), flush_bytes / 16, g_sink);
+    else
+      CK(cudaMemsetAsync(flush, r, flush_bytes));
     CK(cudaEventRecord(a));
     launch();
     CK(cudaEventRecord(b));
@@ -172,6 +182,21 @@ int main() {
   CK(cudaMalloc(&flush, flush_bytes));
   CK(cudaMalloc(&sink, 4));
   CK(cudaMemset(w, 0x3c, bytes));
+  CK(cudaMemset(flush, 0x11, flush_bytes));
+  g_sink = sink;
+  g_sms = sms;
+  // The flush question first: the same reads after a memset flush and after a read flush.
+  for (int read_flush : {0, 1}) {
+    g_read_flush = read_flush;
+    for (int experts : {5, 30, 77}) {
+      const size_t b = size_t(experts) * kN * kK * 2;
+      const double us = median_us([&] { stream_ldg<<<sms * 4, 512>>>(static_cast<const U4*>(w), b / 16, sink); },
+                                  flush, flush_bytes);
+      std::printf("flush %-6s ldg experts %3d  %9.1f us  %7.0f GB/s (%zu MB)\n", read_flush ? "read" : "memset",
+                  experts, us, b / (us * 1e-6) / 1e9, b >> 20);
+    }
+  }
+  g_read_flush = false;
   for (int experts : {5, 77}) {
     const size_t b = size_t(experts) * kN * kK * 2;
     const unsigned long long n = b / 16;

@@ -128,6 +128,9 @@ if has bench; then
       for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
         acts=${MOEFORGE_BENCH_ACTIVATIONS:-bf16}
         tag=$model-$backend-$w$([ "$acts" = bf16 ] || echo "-a$acts")
+        # MOEFORGE_BENCH_L2_FLUSH=write: the memset flush of the records before session 7 (tagged).
+        flush=${MOEFORGE_BENCH_L2_FLUSH:-read}
+        [ "$flush" = read ] || tag+="-flush$flush"
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
@@ -135,7 +138,7 @@ if has bench; then
           select_cli $which
           run_tag=$tag$sfx
           env "${env_args[@]}" "${run_env[@]}" "$run_cli" bench --model "$model" --backend "${backend%-*}" \
-              --weights "$w" --activations "$acts" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
+              --weights "$w" --activations "$acts" --l2-flush "$flush" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
               --json "$out/bench-$run_tag.json" \
               2> "$logs/bench-$run_tag.err" | tee "$logs/bench-$run_tag.txt"
           note "bench $run_tag rc=${PIPESTATUS[0]}"
