@@ -39,7 +39,7 @@
 // and r + 8 (two 64-bit shared loads), dequantizes them into wgmma A fragments
 // (sm90/w4a16.cuh: K permuted inside 64-column blocks, the activations stored in the same
 // order) and issues 4 register-A wgmmas; two fragment sets alternate so one group stays in
-// flight (one set at BT = 32 and 64: the 80-register budget of two CTAs per SM). The
+// flight (at every BT: the consumers take 96 registers from the producer, setmaxnreg). The
 // epilogue applies the expert's global scale (times 2^8, see w4a16.cuh); GEMM 1 stores h in
 // the permuted order GEMM 2 reads.
 //
@@ -80,18 +80,26 @@ constexpr int SUB = 4;                                  // 64-column sub-blocks 
 constexpr int STAGES = BT == 16 ? 4 : BT == 32 ? 3 : 2;  // two CTAs per SM
 constexpr u32 kWBytes = WM * BK * SUB / 2;              // codes: 128 rows x 128 B
 constexpr u32 kSBytes = SUB * 2 * WM * 2;               // scales [8 k tiles][WM rows][2 groups]
-constexpr int kASets = BT == 16 ? 2 : 1;                // A fragment sets (one wgmma group in flight with 2)
+constexpr int kASets = 2;                               // A fragment sets: one wgmma group in flight
 #elif W8
 constexpr int SUB = 2;                         // a stage is one 128-column scale block
 constexpr int STAGES = BT == 64 ? 3 : 4;       // two CTAs per SM
 constexpr u32 kWBytes = WM * BK * SUB;         // codes: 128 rows x 128 B
 constexpr u32 kSBytes = WM * 4;                // the rows' f32 scales of this block
-constexpr int kASets = BT == 16 ? 2 : 1;
+constexpr int kASets = 2;
 #else
 constexpr int SUB = 1, STAGES = 4;
 constexpr u32 kWBytes = WM * BK * 2, kSBytes = 0;
 #endif
 constexpr int KS = BK * SUB;  // K per stage
+#if W4 || W8
+// Registers per thread after the split (setmaxnreg): two CTAs per SM launch with 80 each
+// (384 x 80 per CTA); the producer needs few, so the consumers take 96 and hold two A
+// fragment sets next to BT / 2 accumulators (BT = 64: 32 + 32), letting the dequantization
+// of one 64-column sub-block overlap the wgmma group of the previous one. 128 x 40 + 256 x 96
+// = 29696 <= 30720: the increase never waits for registers the CTA does not have.
+constexpr int kProducerRegs = 40, kConsumerRegs = 96;
+#endif
 constexpr u32 kStageBytes = kWBytes + kSBytes + BT * KS * 2;
 static_assert(BT == 16 || BT == 32 || BT == 64, "token tile");
 
@@ -149,6 +157,9 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 
   if (wg == 0) {
     // ================= producer
+#if W4 || W8
+    setmaxnreg_dec<kProducerRegs>();
+#endif
     if (tid == 0) {
       tma_prefetch_desc(&tm_w);
       tma_prefetch_desc(&tm_x);
@@ -187,6 +198,9 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 
   // ================= consumers: weight rows cw*64 .. cw*64+63 of the tile
   const int cw = wg - 1;
+#if W4 || W8
+  setmaxnreg_inc<kConsumerRegs>();
+#endif
   const int g = lane >> 2, t = lane & 3;
   float acc[BT / 2];
   // Descriptors advance with the address (bits 0-13 hold address / 16, no carry below 256 KB):
