@@ -79,3 +79,16 @@ TEST(CliRun, BadFlagsNameTheArgument) {
     EXPECT_NE(r.out.find("no CUDA driver"), std::string::npos) << r.out;
   }
 }
+
+// bench's own flags are checked before it looks for a GPU: the same error on every machine.
+TEST(CliBench, BadFlagsNameTheArgument) {
+  Result r = cli("bench --l2-flush sideways --tokens 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--l2-flush: must be read or write, got 'sideways'"), std::string::npos) << r.out;
+  r = cli("bench --runs 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--runs"), std::string::npos) << r.out;
+  r = cli("bench --tokens 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--tokens"), std::string::npos) << r.out;
+}
