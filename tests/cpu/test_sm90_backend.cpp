@@ -195,7 +195,9 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   f8.activation_format = ActivationFormat::FP8_Group128;
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 1),
             "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
-  EXPECT_EQ(sm90_backend().gemm_plan(f8, 32), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 1 row/expert
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 32),  // 1 row/expert
+            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 128), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 4 rows/expert
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 512), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
 }
 

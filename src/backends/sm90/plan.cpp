@@ -26,9 +26,13 @@ constexpr double kCrossoverRowsBf16 = 2.0;
 //   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)   36308 (1135)
 //   decode             827.1     1236.0     2436.5      8216.9       36048.4
 //   wide              2262.8     2280.6     2558.0      6239.4       22541.4
-// The decode GEMMs win up to 64 rows per expert and lose at 256: the crossover lies between,
-// 128 is their geometric middle (T = 4096 here, not yet measured on its own).
-constexpr double kCrossoverRowsW4 = 128.0;
+// and again after the decode GEMMs' register split (d35515f), at f3d5173
+// (...-f3d5173-bench-mistral-small-4-sm90-{decode,wide}-nvfp4.json), us:
+//   T (rows/expert)   2048 (64)   4096 (128)   8192 (256)
+//   decode             2199.9       4033.9       7614.2
+//   wide               2551.4       3874.8       6285.4
+// The decode GEMMs win at 64 rows per expert and lose from 128: 90, their geometric middle.
+constexpr double kCrossoverRowsW4 = 90.0;
 // FP8 (W8A16 dequantizing GEMMs), measured on the H200 at ce1ce94, Mistral-Small-4, both
 // forced in one run (bench/results/2026-11-30-ce1ce94-bench-mistral-small-4-sm90-{decode,wide}-fp8.json), us:
 //   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)
@@ -38,12 +42,16 @@ constexpr double kCrossoverRowsW4 = 128.0;
 constexpr double kCrossoverRowsW8 = 32.0;
 // FP8 weights with FP8 activations (W8A8): the QGMMA GEMMs against the W8A16 decode GEMMs on
 // x and h rounded through FP8 in place (two more launches), both forced in one run (H200,
-// 2026-11-30-{52dd978,8619edf}-bench-mistral-small-4-sm90-fp8-afp8.json), Mistral-Small-4, us:
+// Mistral-Small-4, us), first at 52dd978 / 8619edf (2026-11-30-{52dd978,8619edf}-bench-...-fp8-afp8.json)
 //   T (rows/expert)   1 (0.03)   8 (0.25)   32 (1)   128 (4)
 //   QGMMA              107.6      281.1     650.6    1017.3
 //   decode             102.8      275.0     666.8    1360.5
-// Decode wins below 1 row per expert and loses from 1: 0.5.
-constexpr double kCrossoverRowsW8A8 = 0.5;
+// then after the decode GEMMs' register split (d35515f), at f3d5173
+// (2026-11-30-f3d5173-bench-mistral-small-4-sm90-{decode,wide}-fp8-afp8.json):
+//   QGMMA                         275.0     644.5    1016.8
+//   decode                        259.1     628.3    1041.4
+// Decode now wins to 1 row per expert and loses at 4: 2, their geometric middle.
+constexpr double kCrossoverRowsW8A8 = 2.0;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
