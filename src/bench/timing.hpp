@@ -15,8 +15,8 @@ namespace moeforge::bench {
 //   Write: a memset of 2x the L2 size (the usual do_bench flush, and moeforge's up to session
 //          6). It leaves up to an L2's worth of dirty lines that the timed run writes back to
 //          DRAM as it evicts them: at T = 1 (~250 MB of weights) that is ~20 % more DRAM
-//          traffic than the run's own (H200: LDG of 160 MB 3325 GB/s after it vs 4460 GB/s
-//          for 2.4 GB, dev/sm90/probe_weight_stream.cu).
+//          traffic than the run's own (H200, dev/sm90/probe_weight_stream.cu: an LDG of 160 MB
+//          at 3416 GB/s after a memset, 4178 GB/s after a clean read).
 enum class L2Flush { Read, Write };
 const char* to_string(L2Flush f);
 

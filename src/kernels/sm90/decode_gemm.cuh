@@ -80,13 +80,11 @@ constexpr int SUB = 4;                                  // 64-column sub-blocks 
 constexpr int STAGES = BT == 16 ? 4 : BT == 32 ? 3 : 2;  // two CTAs per SM
 constexpr u32 kWBytes = WM * BK * SUB / 2;              // codes: 128 rows x 128 B
 constexpr u32 kSBytes = SUB * 2 * WM * 2;               // scales [8 k tiles][WM rows][2 groups]
-constexpr int kASets = 2;                               // A fragment sets: one wgmma group in flight
 #elif W8
 constexpr int SUB = 2;                         // a stage is one 128-column scale block
 constexpr int STAGES = BT == 64 ? 3 : 4;       // two CTAs per SM
 constexpr u32 kWBytes = WM * BK * SUB;         // codes: 128 rows x 128 B
 constexpr u32 kSBytes = WM * 4;                // the rows' f32 scales of this block
-constexpr int kASets = 2;
 #else
 constexpr int SUB = 1, STAGES = 4;
 constexpr u32 kWBytes = WM * BK * 2, kSBytes = 0;
@@ -221,13 +219,13 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
       // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2. W8: its 16
       // codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
       const int ra = cw * 64 + warp * 16 + g;
-      u32 a[kASets][4][4];
+      u32 a[2][4][4];  // two A fragment sets, alternating by sub-block: one wgmma group in flight
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
         const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
         mbar_wait(smem_u32(&sm.full[s]), ph);
 #pragma unroll
         for (int j = 0; j < SUB; ++j) {
-          u32(&aj)[4][4] = a[j % kASets];
+          u32(&aj)[4][4] = a[j % 2];
 #if W4
           const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
           const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
@@ -249,10 +247,9 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
           for (int kk = 0; kk < BK / 16; ++kk)
             wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
           wgmma_commit();
-          // The fragment set used one sub-block ago (or this one, with a single set) is
-          // rewritten next: wait until at most kASets - 1 groups are pending.
-          if constexpr (kASets == 2) wgmma_wait<1>();
-          else wgmma_wait<0>();
+          // The fragment set used one sub-block ago is rewritten next: wait until at most this
+          // sub-block's group is pending.
+          wgmma_wait<1>();
 #pragma unroll
           for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
           // Every group of the previous stage has completed: release it.
