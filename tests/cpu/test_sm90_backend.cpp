@@ -13,11 +13,12 @@
 #include "backends/portable/portable.hpp"
 #include "backends/selftest.hpp"
 #include "backends/sm90/sm90.hpp"
+#include "kernels/sm90/w4_format.cuh"
+#include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
 #include "moeforge/spec.hpp"
 #include "runtime/device.hpp"
 #include "runtime/jit.hpp"
-#include "kernels/sm90/w4_format.cuh"
 
 namespace moeforge {
 namespace {
@@ -222,14 +223,43 @@ bool fits_bf16(double v) {  // finite and at most 8 significant bits (normal ran
 template <int J>
 void check_pair(unsigned code_lo, unsigned code_hi) {
   const unsigned w = code_lo << (4 * J) | code_hi << (4 * (J + 4));  // the other codes 0
-  const unsigned r = w4::pair_bits<J>(w);
+  const unsigned r = w4::pair_bits<J>(w4::pack_word(w));             // the kernels read packed words
   EXPECT_EQ(bf16_value(r & 0xFFFF), std::ldexp(formats::e2m1_to_float(code_lo), w4::kCodeExp)) << J << " " << code_lo;
   EXPECT_EQ(bf16_value(r >> 16), std::ldexp(formats::e2m1_to_float(code_hi), w4::kCodeExp)) << J << " " << code_hi;
   // Neighbouring codes must not leak in: all other nibbles set to 0xF.
   unsigned noisy = w;
   for (int i = 0; i < 8; ++i)
     if (i != J && i != J + 4) noisy |= 0xFu << (4 * i);
-  EXPECT_EQ(w4::pair_bits<J>(noisy), r) << J;
+  EXPECT_EQ(w4::pair_bits<J>(w4::pack_word(noisy)), r) << J;
+}
+
+// pack_word moves bits and loses none: each of the 32 goes to its own place.
+TEST(Sm90Backend, W4PackWordIsABitPermutation) {
+  unsigned seen = 0;
+  for (int b = 0; b < 32; ++b) {
+    const unsigned p = w4::pack_word(1u << b);
+    ASSERT_EQ(__builtin_popcount(p), 1) << b;
+    EXPECT_EQ(seen & p, 0u) << b;
+    seen |= p;
+  }
+  EXPECT_EQ(seen, 0xFFFFFFFFu);
+}
+
+// The prepare hook packs every word of an NVFP4 matrix's codes and refuses other formats.
+TEST(Sm90Backend, PackW4CodesPacksEveryWord) {
+  portable::PreparedMatrix m;
+  m.format = WeightFormat::NVFP4;
+  for (unsigned i = 0; i < 64; ++i) m.data.push_back(uint8_t(i * 37 + 11));
+  const std::vector<uint8_t> before = m.data;
+  sm90::pack_w4_codes(m);
+  for (size_t i = 0; i < before.size(); i += 4) {
+    uint32_t w, p;
+    std::memcpy(&w, before.data() + i, 4);
+    std::memcpy(&p, m.data.data() + i, 4);
+    EXPECT_EQ(p, w4::pack_word(w)) << i;
+  }
+  m.format = WeightFormat::FP8_Block128;
+  EXPECT_THROW(sm90::pack_w4_codes(m), InternalError);
 }
 
 TEST(Sm90Backend, W4DequantIsExact) {

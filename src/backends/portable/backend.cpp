@@ -96,12 +96,14 @@ unsigned u32_of(int64_t v) { return static_cast<unsigned>(v); }
 
 class PortableLayer final : public PreparedLayer {
  public:
-  PortableLayer(const MoeSpec& spec, const WeightSource& weights, int device, const GemmPluginFactory& plugin)
+  PortableLayer(const MoeSpec& spec, const WeightSource& weights, int device, const GemmPluginFactory& plugin,
+                const PrepareHook& repack)
       : spec_(spec), device_(device) {
+    if (repack && !plugin) throw InternalError("make_layer: a prepare hook without a GEMM plugin");
     rt::use_device(device);
     info_ = rt::cached_device_info(device);
     load_kernels();
-    upload(weights);
+    upload(weights, repack);
     if (plugin) {
       plugin_ = plugin(LayerWeights{w13_.ptr(), w2_.ptr(), w13s_.ptr(), w2s_.ptr(), g13_.ptr(), g2_.ptr()});
       combine_y_bf16_ = &rt::load_kernel(device_, combine_kernel(spec_, DType::bf16, true));
@@ -112,7 +114,7 @@ class PortableLayer final : public PreparedLayer {
 
  private:
   void load_kernels();
-  void upload(const WeightSource& weights);
+  void upload(const WeightSource& weights, const PrepareHook& repack);
 
   MoeSpec spec_;
   int device_;
@@ -148,7 +150,7 @@ void PortableLayer::load_kernels() {
   if (!gemm_[0][0] && !gemm_[1][0]) throw Unsupported("portable: no GEMM tile configuration fits " + info_.name);
 }
 
-void PortableLayer::upload(const WeightSource& weights) {
+void PortableLayer::upload(const WeightSource& weights, const PrepareHook& repack) {
   const int64_t E = spec_.num_experts, S = spec_.num_shared_experts, et = E + S;
   const int64_t H = spec_.hidden, I = spec_.intermediate;
   const WeightFormat f = spec_.weight_format;
@@ -186,7 +188,11 @@ void PortableLayer::upload(const WeightSource& weights) {
         const ExpertWeights ew = e < E ? weights.expert(e) : weights.shared_expert(int(e - E));
         check(ew.w13, e < E ? "w13" : "shared w13", 2 * I, H);
         check(ew.w2, e < E ? "w2" : "shared w2", H, I);
-        const PreparedMatrix p13 = prepare_matrix(ew.w13, true), p2 = prepare_matrix(ew.w2, false);
+        PreparedMatrix p13 = prepare_matrix(ew.w13, true), p2 = prepare_matrix(ew.w2, false);
+        if (repack) {
+          repack(p13);
+          repack(p2);
+        }
         if (int64_t(p13.data.size()) != d13 || int64_t(p13.scales.size()) != s13 ||
             int64_t(p2.data.size()) != d2 || int64_t(p2.scales.size()) != s2)
           throw InternalError("portable: prepared layout size mismatch");
@@ -444,8 +450,8 @@ class PortableBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<PreparedLayer> make_layer(const MoeSpec& spec, const WeightSource& weights, int device,
-                                          const GemmPluginFactory& plugin) {
-  return std::make_unique<PortableLayer>(spec, weights, device, plugin);
+                                          const GemmPluginFactory& plugin, const PrepareHook& repack) {
+  return std::make_unique<PortableLayer>(spec, weights, device, plugin, repack);
 }
 
 }  // namespace portable

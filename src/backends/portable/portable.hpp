@@ -137,8 +137,13 @@ class GemmPlugin {
 // Workspace bytes per padded row when a plugin runs the GEMMs: xg (= y), h, scale, row maps.
 int64_t plugin_row_bytes(const MoeSpec& spec);
 using GemmPluginFactory = std::function<std::unique_ptr<GemmPlugin>(const LayerWeights&)>;
+// A plugin's own code layout: rewrites one prepared matrix (w13 or w2 of one expert) in place
+// before it is uploaded. Called from the upload workers, several at once: a pure function of
+// its argument. Only together with a plugin (the portable GEMMs read the plain layout).
+using PrepareHook = std::function<void(PreparedMatrix&)>;
 // The portable layer; `plugin`, if given, is called once after the weights are on the device.
 std::unique_ptr<PreparedLayer> make_layer(const MoeSpec& spec, const WeightSource& weights, int device,
-                                          const GemmPluginFactory& plugin = nullptr);
+                                          const GemmPluginFactory& plugin = nullptr,
+                                          const PrepareHook& repack = nullptr);
 
 }  // namespace moeforge::portable

@@ -23,6 +23,10 @@
 #include "moeforge/spec.hpp"
 #include "runtime/jit.hpp"
 
+namespace moeforge::portable {
+struct PreparedMatrix;
+}
+
 namespace moeforge::sm90 {
 
 // Mirrors of the kernel's constants (grouped_gemm.cuh); the kernel static_asserts the
@@ -101,6 +105,11 @@ inline constexpr int kDecodeTiles[] = {16, 32, 64};
 // wide and the decode GEMMs; and all of them, the portable ones included.
 std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec);
 std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
+
+// ---- NVFP4 code layout (w4_layout.cpp) ----
+// Rewrites an NVFP4 prepared matrix's codes into the layout the sm90 W4 kernels read
+// (w4::pack_word on every 32-bit word): the layer's PrepareHook for NVFP4 weights.
+void pack_w4_codes(portable::PreparedMatrix& m);
 
 // ---- planner (plan.cpp) ----
 // Which GEMM pair runs a chunk of `tokens` tokens: the decode (weight-streaming, token tile

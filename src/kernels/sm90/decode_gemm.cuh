@@ -30,7 +30,8 @@
 // outputs past N are not stored.
 //
 // Inputs: x rows in expert order (sm90/gather.cuh) or h, segments from the portable permute
-// (seg_off, counts); weights in the portable prepared layout (src/backends/portable/layout.cpp).
+// (seg_off, counts); weights in the portable prepared layout (src/backends/portable/layout.cpp;
+// NVFP4 codes bit-permuted per 32-bit word, w4_format.cuh).
 // NVFP4 weights (W4 = 1, W4A16): a stage covers 256 of K: 128 rows x 128 bytes of e2m1
 // codes (full 128-byte lines: 32-byte row pieces halved the DRAM rate, H200 95a6c03), TMA
 // 128B-swizzled so the 8 rows a warp reads at once fall in distinct banks, plus their

@@ -11,7 +11,8 @@
 // Padding rows of A hold whatever the workspace held (sm90/gather.cuh): each output row
 // depends on its own A row only and nothing reads padding rows of h or y.
 //
-// Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp):
+// Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp; NVFP4
+// codes bit-permuted per 32-bit word, w4_format.cuh):
 // [E_TOTAL * N, KP] bf16, K padded with zeros to KP (a multiple of 32); GEMM 1's W13 rows
 // interleaved in blocks of 8 (8 gate rows, then the 8 matching up rows). The expert is a TMA
 // row coordinate (e * N + n0). Tensor maps are encoded on the host once per buffer

@@ -23,16 +23,37 @@ W4_HD constexpr int logical_k(int p) {
   return (2 * a + b) * 16 + h * 8 + 2 * t + lohi;
 }
 
-// bf16x2 bits of codes J (low half) and J + 4 (high half) of the eight e2m1 codes in w
-// (code i at bits 4i .. 4i+3), each times 2^-126: sign to bit 15, e1 e0 m to bits 8..6.
-// Isolate the two codes (at bits 0-3 and 16-19, or 4-7 and 20-23: codes 2, 3, 6, 7 come from
-// w >> 8), then one multiply makes two shifted copies, by 6 and by 12 (by 2 and 8), which
-// cannot overlap or carry: the first puts e1 e0 m on bits 8..6, the second the sign on bit 15;
-// the mask keeps just those. Three instructions per pair (the multiply on the FMA pipe).
+// The sm90 backend stores each 32-bit word of codes with its bits moved (pack_word, applied at
+// prepare time through the portable layer's PrepareHook; kernels see only packed words) so
+// that pair_bits needs few instructions. Pair J is codes J (low half) and J + 4 (high half);
+// its bf16x2 needs each code's e1 e0 m on bits 6..8 (22..24) and its sign on bit 15 (31),
+// i.e. a code's value times 2^-126. Natural words (code i at bits 4i .. 4i+3) need a shift of
+// 6 for the magnitude but 12 for the sign: isolate, multiply, mask, 3 instructions a pair. In
+// the packed word pairs 0, 1, 2 sit exactly 0, 3 and 6 bits below their targets (1, 2 and 2
+// instructions: shift, mask), and pair 3 takes the 8 bits left over (bits 10, 11, 13, 14 and
+// +16: 4 instructions, one multiply making its three shifted copies). 9 instructions a word
+// instead of 13; no two pairs share a bit, so pairs read alone never see their neighbours.
+// kPackedBit[J][i]: where bit i of the low code of pair J goes (the high code: + 16).
+constexpr unsigned char kPackedBit[4][4] = {{6, 7, 8, 15}, {3, 4, 5, 12}, {0, 1, 2, 9}, {13, 14, 10, 11}};
+
+constexpr unsigned pack_word(unsigned natural) {  // host only (prepare time)
+  unsigned packed = 0;
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 4; ++i) {
+      packed |= ((natural >> (4 * j + i)) & 1u) << kPackedBit[j][i];
+      packed |= ((natural >> (4 * (j + 4) + i)) & 1u) << (kPackedBit[j][i] + 16);
+    }
+  return packed;
+}
+
+// bf16x2 bits of pair J of a packed word, each code times 2^-126 (see above).
 template <int J>
 W4_HD constexpr unsigned pair_bits(unsigned w) {
-  const unsigned v = (J < 2 ? w : w >> 8) & (J % 2 ? 0x00F000F0u : 0x000F000Fu);
-  return (v * (J % 2 ? 0x104u : 0x1040u)) & 0x81C081C0u;
+  constexpr unsigned kTargets = 0x81C081C0u;  // bits 6..8, 15 and 22..24, 31
+  return J == 0   ? w & kTargets
+         : J == 1 ? (w << 3) & kTargets
+         : J == 2 ? (w << 6) & kTargets
+                  : (((w & 0x6C006C00u) >> 8) * 0x1042u) & kTargets;  // << 1, << 6, << 12 at once
 }
 // The exponent offset those bits carry (2^-126) and the one the scales get (2^118): the
 // dequantized product is code * scale * 2^-8, undone by the epilogue's 2^8.

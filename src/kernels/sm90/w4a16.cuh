@@ -1,8 +1,9 @@
 // NVFP4 weights as the register A operand of the decode GEMMs (W4A16): the codes stay 4-bit
 // in device memory, in the portable prepared layout (src/backends/portable/layout.cpp:
 // row-major e2m1 pairs, the even column in the low nibble; e4m3 scales [K/32][rows][2] per
-// expert; one f32 global scale per expert matrix), and are dequantized in registers right
-// before the wgmma that consumes them.
+// expert; one f32 global scale per expert matrix) with each 32-bit word of codes bit-permuted
+// at prepare time (w4_format.cuh, pack_word), and are dequantized in registers right before
+// the wgmma that consumes them.
 //
 // Which k a thread holds. In wgmma's A fragment thread (g, t) holds, per k16 step, columns
 // 2t, 2t+1, 2t+8, 2t+9 of rows g and g+8: scattered nibbles of the row. Instead the K order
@@ -14,7 +15,8 @@
 //   kk = L / 16 (the k16 step), h = L / 8 % 2 (a[0]/a[1] or a[2]/a[3]), t = L / 2 % 4,
 //   lo/hi = L % 2  ->  physical column t*16 + (kk / 2)*8 + (kk % 2)*2 + h + 4*lohi,
 // chosen so that the bf16 pair of a register, (lo, hi), is codes j and j + 4 of one 32-bit
-// word: 16 bits apart, converted together by one shift-and-mask (pair_bits).
+// word: converted together by pair_bits, on words the backend stored bit-permuted
+// (w4_format.cuh, pack_word) so that this costs 1-4 instructions a pair.
 //
 // Dequantization. An e2m1 code s.e1e0.m placed at bf16 bits 15 (sign) and 8..6 (e1 e0 m)
 // is exactly the code's value times 2^-126 (e = 0 lands on the bf16 subnormal m * 2^-127,
