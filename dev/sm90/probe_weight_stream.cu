@@ -23,6 +23,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/stream_read.cuh"  // moe_stream_read: the benchmark's read-ceiling kernel
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/tma.cuh"
 
@@ -86,21 +87,6 @@ __global__ void __launch_bounds__(64) stream_tma(const __grid_constant__ CUtenso
   }
 }
 
-struct alignas(16) U4 {
-  unsigned x, y, z, w;
-};
-__global__ void stream_ldg(const U4* __restrict__ src, unsigned long long n, unsigned* sink) {
-  unsigned acc = 0;
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    U4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
-    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-  }
-  for (; i < n; i += stride) acc ^= src[i].x;
-  if (acc == 0x9E3779B9u) sink[0] = acc;
-}
-
 static CUtensorMap make_map(void* base, int layout, unsigned long long rows) {
   CUtensorMap m;
   std::memset(&m, 0, sizeof(m));
@@ -128,7 +114,6 @@ static CUtensorMap make_map(void* base, int layout, unsigned long long rows) {
 static bool g_read_flush = false;
 static unsigned* g_sink = nullptr;
 static int g_sms = 0;
-__global__ void stream_ldg(const struct U4* __restrict__ src, unsigned long long n, unsigned* sink);
 
 template <class F>
 static double median_us(F&& launch, void* flush, size_t flush_bytes) {
@@ -138,7 +123,7 @@ static double median_us(F&& launch, void* flush, size_t flush_bytes) {
   std::vector<float> t;
   for (int r = 0; r < 10; ++r) {
     if (g_read_flush)
-      stream_ldg<<<g_sms * 4, 512>>>(static_cast<const U4*>(flush), flush_bytes / 16, g_sink);
+      moe_stream_read<<<g_sms * 4, 512>>>(static_cast<const u32x4*>(flush), flush_bytes / 16, g_sink);
     else
       CK(cudaMemsetAsync(flush, r, flush_bytes));
     CK(cudaEventRecord(a));
@@ -190,8 +175,8 @@ int main() {
     g_read_flush = read_flush;
     for (int experts : {5, 30, 77}) {
       const size_t b = size_t(experts) * kN * kK * 2;
-      const double us = median_us([&] { stream_ldg<<<sms * 4, 512>>>(static_cast<const U4*>(w), b / 16, sink); },
-                                  flush, flush_bytes);
+      const double us = median_us(
+          [&] { moe_stream_read<<<sms * 4, 512>>>(static_cast<const u32x4*>(w), b / 16, sink); }, flush, flush_bytes);
       std::printf("flush %-6s ldg experts %3d  %9.1f us  %7.0f GB/s (%zu MB)\n", read_flush ? "read" : "memset",
                   experts, us, b / (us * 1e-6) / 1e9, b >> 20);
     }
@@ -200,8 +185,8 @@ int main() {
   for (int experts : {5, 77}) {
     const size_t b = size_t(experts) * kN * kK * 2;
     const unsigned long long n = b / 16;
-    const double us = median_us([&] { stream_ldg<<<sms * 4, 512>>>(static_cast<const U4*>(w), n, sink); }, flush,
-                                flush_bytes);
+    const double us = median_us([&] { moe_stream_read<<<sms * 4, 512>>>(static_cast<const u32x4*>(w), n, sink); },
+                                flush, flush_bytes);
     const double ldg = b / (us * 1e-6) / 1e9;
     std::printf("ldg       experts %3d  %9.1f us  %7.0f GB/s (%zu MB)\n", experts, us, ldg, b >> 20);
     const char* names[] = {"rowmajor", "tiled", "row2kb"};

@@ -28,6 +28,13 @@ Result cli(const std::string& args, bool stdout_only = false) {
 
 bool have_gpu() { return moeforge::rt::driver_or_null() != nullptr; }
 
+// `moeforge args` exits with `code` and says `needle` (a bad flag: 2, naming it).
+void expect_exit(const std::string& args, int code, const std::string& needle) {
+  const Result r = cli(args);
+  EXPECT_EQ(r.code, code) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << args << "\n" << r.out;
+}
+
 }  // namespace
 
 TEST(CliRun, HelpDocumentsEveryFlag) {
@@ -64,31 +71,15 @@ TEST(CliRun, WithoutGpuSaysSoInOneLine) {
 }
 
 TEST(CliRun, BadFlagsNameTheArgument) {
-  Result r = cli("run --model llama --tokens 2");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("model: unknown preset 'llama'"), std::string::npos) << r.out;
-  r = cli("run --tokens -4 --backend cpu");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--tokens"), std::string::npos) << r.out;
-  r = cli("run --weights int3 --tokens 1");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
-  if (!have_gpu()) {
-    r = cli("run --backend portable --tokens 1 --model qwen3-30b-a3b");
-    EXPECT_EQ(r.code, 3) << r.out;
-    EXPECT_NE(r.out.find("no CUDA driver"), std::string::npos) << r.out;
-  }
+  expect_exit("run --model llama --tokens 2", 2, "model: unknown preset 'llama'");
+  expect_exit("run --tokens -4 --backend cpu", 2, "--tokens");
+  expect_exit("run --weights int3 --tokens 1", 2, "--weights");
+  if (!have_gpu()) expect_exit("run --backend portable --tokens 1 --model qwen3-30b-a3b", 3, "no CUDA driver");
 }
 
 // bench's own flags are checked before it looks for a GPU: the same error on every machine.
 TEST(CliBench, BadFlagsNameTheArgument) {
-  Result r = cli("bench --l2-flush sideways --tokens 1");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--l2-flush: must be read or write, got 'sideways'"), std::string::npos) << r.out;
-  r = cli("bench --runs 0");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--runs"), std::string::npos) << r.out;
-  r = cli("bench --tokens 0");
-  EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("--tokens"), std::string::npos) << r.out;
+  expect_exit("bench --l2-flush sideways --tokens 1", 2, "--l2-flush: must be read or write, got 'sideways'");
+  expect_exit("bench --runs 0", 2, "--runs");
+  expect_exit("bench --tokens 0", 2, "--tokens");
 }
