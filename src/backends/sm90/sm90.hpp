@@ -72,14 +72,15 @@ constexpr int decode_stage_k(Codes c) {
 constexpr int decode_stages(int bt, Codes c) {
   return c == Codes::W4 ? (bt == 16 ? 4 : bt == 32 ? 3 : 2) : c == Codes::W8 ? (bt == 64 ? 3 : 4) : 4;
 }
-// experts: E + S (the kernel lists the experts with rows in shared memory).
+// experts: E + S (the kernel lists the experts with rows and their running work-unit counts in
+// shared memory: 2 + 4 bytes each).
 constexpr int decode_smem_bytes(int bt, Codes c, int experts) {
   const int k = decode_stage_k(c);
   const int weights = c == Codes::W4   ? kDecodeRows * k / 2 + (k / 32) * kDecodeRows * 2
                       : c == Codes::W8 ? kDecodeRows * k + kDecodeRows * 4
                                        : kDecodeRows * k * 2;
   const int stages = decode_stages(bt, c);
-  return (stages * (weights + bt * k * 2) + 16 * stages + 4 + 2 * experts + 1023) / 1024 * 1024 + 1024;
+  return (stages * (weights + bt * k * 2) + 16 * stages + 4 + 6 * experts + 1023) / 1024 * 1024 + 1024;
 }
 inline constexpr const char* kTarget = "sm_90a";
 

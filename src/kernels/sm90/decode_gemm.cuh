@@ -8,19 +8,24 @@
 //   GEMM_STAGE 1:  h[row, f] = act(gate, up)           (rows of expert e, f < I)
 //   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e][n])
 //
-// Persistent: grid = min(2 x SMs, Y x N / 128) CTAs (two per SM), block = 384. Work items
-// are (expert with rows, 128-row weight tile), the experts listed on the device from counts
-// (a ballot per 32 experts; the host bounds their number by Y = min(E_TOTAL, T * k + S)).
-// A grid of one CTA per (tile, expert) was 97 % CTAs that exit at once at T = 1, and at
-// T = 128 it paid a pipeline fill per 16 k-blocks. Each CTA strides over the items with the
-// stage ring running on, so only its first item fills the pipeline. Warpgroup 0 is the producer
+// Persistent: grid = min(2 x SMs, Y x N / 128) CTAs (two per SM), block = 384. Work units
+// are (expert with rows, 128-row weight tile, BT-token chunk of that expert), the experts and
+// their unit counts listed on the device from counts (a ballot and a scan per 32 experts; the
+// host bounds their number by Y = min(E_TOTAL, T * k + S)). Every unit streams one weight tile
+// over K once, so units cost the same and striding over them balances the SMs: with whole
+// experts as items, the shared expert's items (T / BT chunks each) made the busiest SM run
+// 1.4-1.6x the average at T = 512 / 2048 (ncu SMmax/avg, 9a9ea1b). Chunks of one tile are
+// consecutive units, so they run on neighbouring CTAs at the same time and the tile comes from
+// DRAM once. A grid of one CTA per (tile, expert) was 97 % CTAs that exit at once at T = 1, and
+// at T = 128 it paid a pipeline fill per 16 k-blocks. Each CTA strides over the units with the
+// stage ring running on, so only its first unit fills the pipeline. Warpgroup 0 is the producer
 // (one thread issues TMA: the 128 x 64 weight tile and the BT x 64 token tile of each
 // k-block into a 4-stage ring), warpgroups 1 and 2 each own 64 of the 128 weight rows: one
 // m64nBTk16 wgmma per k16 step (A = weights, B = tokens, both K-major 128B-swizzled smem, the
 // descriptors of grouped_gemm.cuh), one group in flight. Two CTAs per SM (96 KB of smem each
 // at BT = 64), so 384 KB of weights are in flight per SM. An expert with more than BT tokens
-// loops over token chunks, re-streaming its weights (the planner keeps that rare: BT >= 2x
-// the average rows per expert; past its crossover the 128-row-tile kernels run).
+// has a unit per chunk, each re-streaming the tile (from L2 for all but the first: the planner
+// keeps BT >= 2x the average rows per expert; past its crossover the 128-row-tile kernels run).
 //
 // Epilogue straight from registers (the outputs are small): in the m64nBT fragment a thread
 // holds weight rows r and r + 8 for tokens 2t, 2t + 1 of each n8 chunk. With W13's
@@ -111,24 +116,56 @@ struct Smem {
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
   int num_active;
-  u16 active[E_TOTAL];  // the experts with rows, in index order
+  int unit_end[E_TOTAL];  // units of active[0 .. y], inclusive prefix (n_tiles x chunks each)
+  u16 active[E_TOTAL];    // the experts with rows, in index order
 };
 static_assert(BT * BK * 2 % 1024 == 0, "token tiles keep the 1024-byte swizzle alignment");
 constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes == SM90_DECODE_SMEM_BYTES, "the host's decode smem size must match");
 
-// One warp lists the experts with rows into active[] (ballot + prefix count), in index order.
-__device__ __forceinline__ void list_active_experts(const int* __restrict__ counts, Smem& sm) {
+// One warp lists the experts with rows into active[] (ballot + prefix count), in index order,
+// with the running total of their work units (n_tiles x BT-token chunks each) in unit_end[].
+__device__ __forceinline__ void list_active_experts(const int* __restrict__ counts, int n_tiles, Smem& sm) {
   const int lane = threadIdx.x & 31;
-  int n = 0;
+  int n = 0, units = 0;
   for (int base = 0; base < E_TOTAL; base += 32) {
-    const int i = base + lane;
-    const bool has = i < E_TOTAL && counts[i] > 0;
+    const int i = base + lane, rows = i < E_TOTAL ? counts[i] : 0;
+    const bool has = rows > 0;
     const unsigned m = __ballot_sync(~0u, has);
-    if (has) sm.active[n + __popc(m & ((1u << lane) - 1u))] = (u16)i;
+    int u = (rows + BT - 1) / BT * n_tiles;  // inclusive scan over the warp
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const int v = __shfl_up_sync(~0u, u, d);
+      if (lane >= d) u += v;
+    }
+    if (has) {
+      const int y = n + __popc(m & ((1u << lane) - 1u));
+      sm.active[y] = (u16)i;
+      sm.unit_end[y] = units + u;
+    }
+    units += __shfl_sync(~0u, u, 31);
     n += __popc(m);
   }
   if (lane == 0) sm.num_active = n;
+}
+
+// Work unit u: expert e (chunks BT-token chunks), weight tile nt, chunk c; chunks of one tile
+// are consecutive. The active expert is the first with unit_end > u (binary search).
+struct Unit {
+  int e, nt, c;
+};
+__device__ __forceinline__ Unit unit_at(const Smem& sm, const int* __restrict__ counts, int u) {
+  int lo = 0, hi = sm.num_active - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (sm.unit_end[mid] > u)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  const int e = sm.active[lo], local = u - (lo > 0 ? sm.unit_end[lo - 1] : 0);
+  const int chunks = (counts[e] + BT - 1) / BT;
+  return {e, local / chunks, local % chunks};
 }
 
 }  // namespace sm90dec
@@ -148,11 +185,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
-  if (threadIdx.x / 32 == 1) list_active_experts(counts, sm);
+  const int n_tiles = (n_per_expert + WM - 1) / WM;
+  if (threadIdx.x / 32 == 1) list_active_experts(counts, n_tiles, sm);
   __syncthreads();
-  // Work items (active expert y, weight tile nt), y-major, strided over the persistent grid;
-  // the stage ring runs on across items, so only the first item fills the pipeline.
-  const int n_tiles = (n_per_expert + WM - 1) / WM, n_items = sm.num_active * n_tiles;
+  // Work units (see the top), strided over the persistent grid; the stage ring runs on across
+  // units, so only the first unit fills the pipeline.
+  const int n_units = sm.num_active > 0 ? sm.unit_end[sm.num_active - 1] : 0;
 
   if (wg == 0) {
     // ================= producer
@@ -166,30 +204,28 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
       tma_prefetch_desc(&tm_s);
 #endif
       u32 it = 0;
-      for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
-        const int e = sm.active[item / n_tiles], nt = item % n_tiles;
-        const int chunks = (counts[e] + BT - 1) / BT;
+      for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
+        const auto [e, nt, c] = unit_at(sm, counts, u);
         const i64 seg = seg_off[e];
         const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
-        for (int c = 0; c < chunks; ++c)
-          for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-            const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-            mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
-            const u32 full = smem_u32(&sm.full[s]);
-            mbar_arrive_expect_tx(full, kStageBytes);
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+          const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
+          const u32 full = smem_u32(&sm.full[s]);
+          mbar_arrive_expect_tx(full, kStageBytes);
 #if W4
-            tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
-            tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
+          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
+          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
 #elif W8
-            tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);  // byte columns = K
-            tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM, kb, e, full);   // f32 [e][128-block][row]
+          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);  // byte columns = K
+          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM, kb, e, full);  // f32 [e][128-block][row]
 #else
-            tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
+          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
 #endif
 #pragma unroll
-            for (int j = 0; j < SUB; ++j)
-              tma_load_2d(smem_u32(sm.x[s][j]), &tm_x, kb * KS + j * BK, (int)(seg + (i64)c * BT), full);
-          }
+          for (int j = 0; j < SUB; ++j)
+            tma_load_2d(smem_u32(sm.x[s][j]), &tm_x, kb * KS + j * BK, (int)(seg + (i64)c * BT), full);
+        }
       }
     }
     return;
@@ -207,110 +243,107 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   const u64 x_desc0 = wgmma_desc_k128b(smem_u32(sm.x[0][0]));
   constexpr u32 kXStage = SUB * BT * BK * 2, kXSub = BT * BK * 2;  // bytes
   u32 it = 0;
-  for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
-    const int e = sm.active[item / n_tiles], nt = item % n_tiles;
+  for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
+    const auto [e, nt, c] = unit_at(sm, counts, u);
     const int count = counts[e];
     const i64 seg = seg_off[e];
-    const int chunks = (count + BT - 1) / BT;
-    for (int c = 0; c < chunks; ++c) {
-      u32 prev_s = 0;
+    u32 prev_s = 0;
 #if W4 || W8
-      // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
-      // W4: its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
-      // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2. W8: its 16
-      // codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
-      const int ra = cw * 64 + warp * 16 + g;
-      u32 a[2][4][4];  // two A fragment sets, alternating by sub-block: one wgmma group in flight
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-        mbar_wait(smem_u32(&sm.full[s]), ph);
+    // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
+    // W4: its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
+    // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2. W8: its 16
+    // codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
+    const int ra = cw * 64 + warp * 16 + g;
+    u32 a[2][4][4];  // two A fragment sets, alternating by sub-block: one wgmma group in flight
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
 #pragma unroll
-        for (int j = 0; j < SUB; ++j) {
-          u32(&aj)[4][4] = a[j % 2];
+      for (int j = 0; j < SUB; ++j) {
+        u32(&aj)[4][4] = a[j % 2];
 #if W4
-          const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
-          const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
-          const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
-          const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
-          const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
-          w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
+        const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
+        const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
+        const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
+        const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
+        const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
+        w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
 #else
-          const int chunk = ((4 * j + t) ^ g) << 4;
-          const float* scale = reinterpret_cast<const float*>(sm.s[s]);  // one per row and stage
-          w8::dequant_row<0>(*reinterpret_cast<const uint4*>(&sm.w[s][ra * 128 + chunk]), scale[ra], aj);
-          w8::dequant_row<1>(*reinterpret_cast<const uint4*>(&sm.w[s][(ra + 8) * 128 + chunk]), scale[ra + 8], aj);
+        const int chunk = ((4 * j + t) ^ g) << 4;
+        const float* scale = reinterpret_cast<const float*>(sm.s[s]);  // one per row and stage
+        w8::dequant_row<0>(*reinterpret_cast<const uint4*>(&sm.w[s][ra * 128 + chunk]), scale[ra], aj);
+        w8::dequant_row<1>(*reinterpret_cast<const uint4*>(&sm.w[s][(ra + 8) * 128 + chunk]), scale[ra + 8], aj);
 #endif
-          wgmma_fence();
-#pragma unroll
-          for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-          const u64 x_desc = x_desc0 + ((s * kXStage + j * kXSub) >> 4);
-#pragma unroll
-          for (int kk = 0; kk < BK / 16; ++kk)
-            wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
-          wgmma_commit();
-          // The fragment set used one sub-block ago is rewritten next: wait until at most this
-          // sub-block's group is pending.
-          wgmma_wait<1>();
-#pragma unroll
-          for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-          // Every group of the previous stage has completed: release it.
-          if (j == 0 && kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-        }
-        prev_s = s;
-      }
-#else
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-        mbar_wait(smem_u32(&sm.full[s]), ph);
         wgmma_fence();
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-        const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s][0]);
+        const u64 x_desc = x_desc0 + ((s * kXStage + j * kXSub) >> 4);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
-                                    (kb > 0 || kk > 0) ? 1u : 0u);
+          wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
+        // The fragment set used one sub-block ago is rewritten next: wait until at most this
+        // sub-block's group is pending.
         wgmma_wait<1>();
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-        if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-        prev_s = s;
+        // Every group of the previous stage has completed: release it.
+        if (j == 0 && kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
       }
-#endif
-      wgmma_wait<0>();
+      prev_s = s;
+    }
+#else
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+      wgmma_fence();
 #pragma unroll
       for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-#if W4
-      const float gs = gscale[e] * float(1 << w4::kEpilogueExp);  // the 2^-8 of the dequantized codes
+      const u32 w_addr = smem_u32(sm.w[s]) + cw * 64 * 128, x_addr = smem_u32(sm.x[s][0]);
 #pragma unroll
-      for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
-#endif
-      // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
-      const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
+      for (int kk = 0; kk < BK / 16; ++kk)
+        wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
+                                  (kb > 0 || kk > 0) ? 1u : 0u);
+      wgmma_commit();
+      wgmma_wait<1>();
 #pragma unroll
-      for (int i = 0; i < BT / 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int tok = c * BT + i * 8 + 2 * t + j;
-          if (tok >= count) continue;
-          const i64 row = seg + tok;
-#if GEMM_STAGE == 1
-          const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
-#if W4 || W8
-          const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
-#else
-          const int col = f;
-#endif
-          if (f < GEMM_N_OUT)
-            out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
-#else
-          const float sc = row_scale[row];
-          if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);
-          if (r0 + 8 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0 + 8] = f32_to_bf16(acc[4 * i + 2 + j] * sc);
-#endif
-        }
+      for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+      if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+      prev_s = s;
     }
+#endif
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
+    if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+#if W4
+    const float gs = gscale[e] * float(1 << w4::kEpilogueExp);  // the 2^-8 of the dequantized codes
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
+#endif
+    // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
+    const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
+#pragma unroll
+    for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int tok = c * BT + i * 8 + 2 * t + j;
+        if (tok >= count) continue;
+        const i64 row = seg + tok;
+#if GEMM_STAGE == 1
+        const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
+#if W4 || W8
+        const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
+#else
+        const int col = f;
+#endif
+        if (f < GEMM_N_OUT)
+          out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
+#else
+        const float sc = row_scale[row];
+        if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);
+        if (r0 + 8 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0 + 8] = f32_to_bf16(acc[4 * i + 2 + j] * sc);
+#endif
+      }
   }
 }
