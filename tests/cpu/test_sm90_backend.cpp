@@ -200,7 +200,9 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
             "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 32),  // 1 row/expert
             "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
-  EXPECT_EQ(sm90_backend().gemm_plan(f8, 128), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 4 rows/expert
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 128),  // 4 rows/expert
+            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 256), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 8 rows/expert
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 512), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
 }
 

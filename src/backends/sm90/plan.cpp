@@ -18,9 +18,15 @@ namespace {
 //   T (rows/expert)   1 (0.03)  8 (0.25)  32 (1)   128 (4)   512 (16)
 //   decode             117.5     418.8     995.7   1849.9    2189.7
 //   wide               119.2     464.5    1083.4   1733.7    1773.1
-// so the decode GEMMs win up to 1 row per expert and lose from 4: crossover 2.
+// so the decode GEMMs won up to 1 row per expert and lost from 4. Once their work units were
+// single token chunks (dd7a757: the shared expert's T / BT chunks no longer pile onto a few
+// SMs), both forced again (...-dd7a757-bench-mistral-small-4-sm90-{decode,wide}-bf16-T*.json), us:
+//   T (rows/expert)   128 (4)   256 (8)   512 (16)   1024 (32)   2048 (64)
+//   decode            1565.2    1641.5    1698.0     1804.1      2223.9
+//   wide              1703.8    1729.2    1758.0     1832.9      1954.0
+// The decode GEMMs win up to 32 rows per expert and lose at 64: 45, their geometric middle.
 // (At 4e57f60 the wide GEMMs had beaten the portable ones at every T.)
-constexpr double kCrossoverRowsBf16 = 2.0;
+constexpr double kCrossoverRowsBf16 = 45.0;
 // NVFP4 (W4A16 dequantizing GEMMs), measured on the H200 at 1092df2, Mistral-Small-4, both
 // forced in one run (bench/results/2026-11-30-1092df2-bench-mistral-small-4-sm90-{decode,wide}-nvfp4.json), us:
 //   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)   36308 (1135)
@@ -31,15 +37,25 @@ constexpr double kCrossoverRowsBf16 = 2.0;
 //   T (rows/expert)   2048 (64)   4096 (128)   8192 (256)
 //   decode             2199.9       4033.9       7614.2
 //   wide               2551.4       3874.8       6285.4
-// The decode GEMMs win at 64 rows per expert and lose from 128: 90, their geometric middle.
-constexpr double kCrossoverRowsW4 = 90.0;
+// and with single-chunk work units (dd7a757, ...-dd7a757-bench-mistral-small-4-sm90-{decode,wide}-nvfp4-T*.json):
+//   T (rows/expert)   2048 (64)   4096 (128)   8192 (256)   16384 (512)   36308 (1135)
+//   decode             1474.3       2598.8       4741.2       9955.9        21984.8
+//   wide               2454.8       3716.3       6021.2      10971.7        21835.7
+// The decode GEMMs win up to 512 rows per expert and tie at 1135 (+0.7 %): 760, the geometric
+// middle.
+constexpr double kCrossoverRowsW4 = 760.0;
 // FP8 (W8A16 dequantizing GEMMs), measured on the H200 at ce1ce94, Mistral-Small-4, both
 // forced in one run (bench/results/2026-11-30-ce1ce94-bench-mistral-small-4-sm90-{decode,wide}-fp8.json), us:
 //   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)
 //   decode            1110.8     1577.3     3125.4     10720.6
 //   wide              1645.3     1661.8     1914.2      5458.5
-// The decode GEMMs win up to 16 rows per expert and lose at 64: 32, their geometric middle.
-constexpr double kCrossoverRowsW8 = 32.0;
+// and with single-chunk work units (dd7a757, ...-dd7a757-bench-mistral-small-4-sm90-{decode,wide}-fp8-T*.json;
+// T = 2048 and 4096 from the call before, the same build):
+//   T (rows/expert)   1024 (32)   1536 (48)   2048 (64)   4096 (128)
+//   decode             1295.1      1442.0      1946.8      3323.0
+//   wide               1759.3      1793.1      1897.4      2992.0
+// The decode GEMMs win up to 48 rows per expert and lose at 64: 55, their geometric middle.
+constexpr double kCrossoverRowsW8 = 55.0;
 // FP8 weights with FP8 activations (W8A8): the QGMMA GEMMs against the W8A16 decode GEMMs on
 // x and h rounded through FP8 in place (two more launches), both forced in one run (H200,
 // Mistral-Small-4, us), first at 52dd978 / 8619edf (2026-11-30-{52dd978,8619edf}-bench-...-fp8-afp8.json)
@@ -50,8 +66,12 @@ constexpr double kCrossoverRowsW8 = 32.0;
 // (2026-11-30-f3d5173-bench-mistral-small-4-sm90-{decode,wide}-fp8-afp8.json):
 //   QGMMA                         275.0     644.5    1016.8
 //   decode                        259.1     628.3    1041.4
-// Decode now wins to 1 row per expert and loses at 4: 2, their geometric middle.
-constexpr double kCrossoverRowsW8A8 = 2.0;
+// and with single-chunk work units (dd7a757, ...-dd7a757-bench-mistral-small-4-sm90-{decode,wide}-fp8-afp8-T64-T512.json):
+//   T (rows/expert)   64 (2)   128 (4)   256 (8)   512 (16)
+//   QGMMA             861.8    1012.4    1021.3    1047.5
+//   decode            821.4     969.1    1046.6    1136.8
+// Decode wins to 4 rows per expert and loses at 8: 5.7, their geometric middle.
+constexpr double kCrossoverRowsW8A8 = 5.7;
 }  // namespace
 
 double crossover_rows(const MoeSpec& spec) {
