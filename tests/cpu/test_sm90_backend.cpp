@@ -6,13 +6,16 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/portable/portable.hpp"
 #include "backends/selftest.hpp"
 #include "backends/sm90/sm90.hpp"
+#include "kernels/sm90/decode_units.cuh"
 #include "kernels/sm90/w4_format.cuh"
 #include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
@@ -204,6 +207,50 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
             "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 256), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 8 rows/expert
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 512), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
+}
+
+// The decode GEMMs' work units (sm90/decode_units.cuh, the kernel's own lookup): for random
+// routed counts (empty experts, a shared expert with every token, 1..3x the token tile), the
+// units 0 .. total - 1 are every (expert with rows, weight tile, token chunk) exactly once,
+// and the chunks of one tile are consecutive units.
+TEST(Sm90Backend, DecodeUnitsAreEveryTileAndChunkOnce) {
+  constexpr int kExperts = 129;
+  struct List {  // the kernel's shared-memory list, as list_active_experts fills it
+    int num_active = 0;
+    int unit_end[kExperts];
+    uint16_t active[kExperts];
+  };
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int bt = 16 << (trial % 3), n_tiles = trial % 4 == 0 ? 1 : 8 * (trial % 5 + 1);
+    std::vector<int> counts(kExperts);
+    for (int e = 0; e < kExperts - 1; ++e) counts[e] = rng() % 3 == 0 ? 0 : int(rng() % (3 * bt)) + 1;
+    counts[kExperts - 1] = trial % 2 ? int(rng() % 2048) + 1 : 0;  // the shared expert, or none
+    List L;
+    int total = 0;
+    std::set<std::tuple<int, int, int>> expected;
+    for (int e = 0; e < kExperts; ++e) {
+      if (counts[e] == 0) continue;
+      total += decode_units::units_of(counts[e], bt, n_tiles);
+      L.active[L.num_active] = uint16_t(e);
+      L.unit_end[L.num_active++] = total;
+      for (int nt = 0; nt < n_tiles; ++nt)
+        for (int c = 0; c * bt < counts[e]; ++c) expected.insert({e, nt, c});
+    }
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " bt " << bt << " n_tiles " << n_tiles);
+    ASSERT_EQ(size_t(total), expected.size());
+    std::set<std::tuple<int, int, int>> seen;
+    decode_units::Unit prev{-1, -1, -1};
+    for (int u = 0; u < total; ++u) {
+      const decode_units::Unit x = decode_units::unit_at(L, counts.data(), bt, u);
+      ASSERT_TRUE(expected.count({x.e, x.nt, x.c}))
+          << "unit " << u << ": (" << x.e << ", " << x.nt << ", " << x.c << ")";
+      EXPECT_TRUE(seen.insert({x.e, x.nt, x.c}).second) << "unit " << u << " repeats";
+      if (x.c > 0) EXPECT_TRUE(prev.e == x.e && prev.nt == x.nt && prev.c == x.c - 1) << "unit " << u;
+      prev = x;
+    }
+    EXPECT_EQ(seen, expected);
+  }
 }
 
 // The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a

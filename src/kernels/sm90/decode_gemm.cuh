@@ -60,6 +60,7 @@
 // ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked).
 #pragma once
 #include "common/convert.cuh"
+#include "sm90/decode_units.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ring.cuh"
 #include "sm90/ptx/tma.cuh"
@@ -132,7 +133,7 @@ __device__ __forceinline__ void list_active_experts(const int* __restrict__ coun
     const int i = base + lane, rows = i < E_TOTAL ? counts[i] : 0;
     const bool has = rows > 0;
     const unsigned m = __ballot_sync(~0u, has);
-    int u = (rows + BT - 1) / BT * n_tiles;  // inclusive scan over the warp
+    int u = decode_units::units_of(rows, BT, n_tiles);  // inclusive scan over the warp
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
       const int v = __shfl_up_sync(~0u, u, d);
@@ -147,25 +148,6 @@ __device__ __forceinline__ void list_active_experts(const int* __restrict__ coun
     n += __popc(m);
   }
   if (lane == 0) sm.num_active = n;
-}
-
-// Work unit u: expert e (chunks BT-token chunks), weight tile nt, chunk c; chunks of one tile
-// are consecutive. The active expert is the first with unit_end > u (binary search).
-struct Unit {
-  int e, nt, c;
-};
-__device__ __forceinline__ Unit unit_at(const Smem& sm, const int* __restrict__ counts, int u) {
-  int lo = 0, hi = sm.num_active - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (sm.unit_end[mid] > u)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  const int e = sm.active[lo], local = u - (lo > 0 ? sm.unit_end[lo - 1] : 0);
-  const int chunks = (counts[e] + BT - 1) / BT;
-  return {e, local / chunks, local % chunks};
 }
 
 }  // namespace sm90dec
@@ -205,7 +187,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
 #endif
       u32 it = 0;
       for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
-        const auto [e, nt, c] = unit_at(sm, counts, u);
+        const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, u);
         const i64 seg = seg_off[e];
         const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
         for (int kb = 0; kb < k_blocks; ++kb, ++it) {
@@ -244,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
   constexpr u32 kXStage = SUB * BT * BK * 2, kXSub = BT * BK * 2;  // bytes
   u32 it = 0;
   for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
-    const auto [e, nt, c] = unit_at(sm, counts, u);
+    const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, u);
     const int count = counts[e];
     const i64 seg = seg_off[e];
     u32 prev_s = 0;

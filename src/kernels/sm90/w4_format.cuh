@@ -2,23 +2,19 @@
 // code -> bf16 bit placement. Plain constexpr code, also compiled as host C++ by
 // tests/cpu/test_sm90_backend.cpp, which checks them exhaustively.
 #pragma once
-#if defined(__CUDACC__)
-#define W4_HD __host__ __device__
-#else
-#define W4_HD
-#endif
+#include "common/host_device.cuh"
 
 namespace w4 {
 
 constexpr int kBlock = 64;  // the permutation's period (K must be a multiple)
 
 // Physical column (the weights' order) of logical column L (the fragment's order), L < 64.
-W4_HD constexpr int physical_k(int L) {
+MOE_HD constexpr int physical_k(int L) {
   const int kk = L >> 4, h = (L >> 3) & 1, t = (L >> 1) & 3, lohi = L & 1;
   return t * 16 + (kk >> 1) * 8 + (kk & 1) * 2 + h + 4 * lohi;
 }
 // Its inverse: where physical column p is stored in the activations.
-W4_HD constexpr int logical_k(int p) {
+MOE_HD constexpr int logical_k(int p) {
   const int t = p >> 4, a = (p >> 3) & 1, lohi = (p >> 2) & 1, b = (p >> 1) & 1, h = p & 1;
   return (2 * a + b) * 16 + h * 8 + 2 * t + lohi;
 }
@@ -48,7 +44,7 @@ constexpr unsigned pack_word(unsigned natural) {  // host only (prepare time)
 
 // bf16x2 bits of pair J of a packed word, each code times 2^-126 (see above).
 template <int J>
-W4_HD constexpr unsigned pair_bits(unsigned w) {
+MOE_HD constexpr unsigned pair_bits(unsigned w) {
   constexpr unsigned kTargets = 0x81C081C0u;  // bits 6..8, 15 and 22..24, 31
   return J == 0   ? w & kTargets
          : J == 1 ? (w << 3) & kTargets
