@@ -28,11 +28,16 @@ def main() -> int:
             continue
         dev = rec["device"]["name"]
         title.add(f'{dev} ({rec["device"]["target"]}), commit {rec["commit"][:8]}')
-        # A forced planner (MOEFORGE_SM90_CROSSOVER) is part of what was measured.
-        crossover = rec.get("planner", {}).get("sm90_crossover", -1)
-        forced = {0: " (wide GEMMs)", 1e9: " (decode GEMMs)"}.get(crossover, f" (crossover {crossover:g})")
+        # A forced planner (MOEFORGE_SM90_CROSSOVER, MOEFORGE_SM90_DECODE_BT) is part of what was measured.
+        planner = rec.get("planner", {})
+        crossover, decode_bt = planner.get("sm90_crossover", -1), planner.get("sm90_decode_bt", 0)
+        forced = ""
+        if crossover >= 0:
+            forced += {0: " (wide GEMMs)", 1e9: " (decode GEMMs)"}.get(crossover, f" (crossover {crossover:g})")
+        if decode_bt:
+            forced += f" (decode tile {decode_bt})"
         for row in rec["rows"]:
-            backend = row["backend"] + (forced if crossover >= 0 and row["backend"] == "sm90" else "")
+            backend = row["backend"] + (forced if row["backend"] == "sm90" else "")
             # FP8 activations change the kernels and the floor (the FP8 GEMM rate): own series.
             fmt = row["weights"] + ("" if row.get("activations", "bf16") == "bf16" else f' x {row["activations"]} acts')
             key = (row["model"], backend, fmt)

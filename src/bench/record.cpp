@@ -47,7 +47,8 @@ nlohmann::json record_header(std::string_view kind, int device) {
           {"commit", rt::settings().commit},
           {"date", iso8601_utc_now()},
           {"device", device_record(device)},
-          {"planner", {{"sm90_crossover", rt::settings().sm90_crossover}}}};  // < 0: the tuned table
+          {"planner",  // the planner's knobs: < 0 / 0 = the tuned table / rule
+           {{"sm90_crossover", rt::settings().sm90_crossover}, {"sm90_decode_bt", rt::settings().sm90_decode_bt}}}};
 }
 
 }  // namespace moeforge::bench

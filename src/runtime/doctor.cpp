@@ -59,7 +59,8 @@ json doctor_report(const DoctorOptions& opt) {
                    {"allow_family", s.allow_family},
                    {"sync_check", s.sync_check},
                    {"fault_stage", s.fault_stage},
-                   {"sm90_crossover", s.sm90_crossover}};
+                   {"sm90_crossover", s.sm90_crossover},
+                   {"sm90_decode_bt", s.sm90_decode_bt}};
 
   // Devices, each with its exact target and a self-test.
   std::vector<DeviceInfo> devices;

@@ -43,6 +43,11 @@ Settings settings_from(const std::function<const char*(const char*)>& env) {
     if (end && *end == '\0' && v >= 0) s.sm90_crossover = v;
     else warn(std::string("MOEFORGE_SM90_CROSSOVER='") + x + "' is not a number >= 0; using the tuned table");
   }
+  if (const char* x = env("MOEFORGE_SM90_DECODE_BT"); x && *x) {
+    const std::string v = x;
+    if (v == "16" || v == "32" || v == "64") s.sm90_decode_bt = std::stoi(v);
+    else warn("MOEFORGE_SM90_DECODE_BT='" + v + "' is not 16, 32 or 64; using the planner's rule");
+  }
   return s;
 }
 

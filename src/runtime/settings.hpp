@@ -11,6 +11,9 @@
 //   MOEFORGE_SM90_CROSSOVER average routed rows per expert from which the sm90 backend runs its
 //                           TMA/wgmma GEMMs (below: the portable ones); for measuring the
 //                           crossover (bench); unset = the tuned table (src/backends/sm90/plan.cpp)
+//   MOEFORGE_SM90_DECODE_BT token tile of the sm90 decode GEMMs (16, 32 or 64) wherever the
+//                           planner runs them; for measuring the choice (bench); unset = the
+//                           planner's rule (plan.cpp)
 #pragma once
 #include <functional>
 #include <string>
@@ -26,6 +29,7 @@ struct Settings {
   std::string fault_stage;  // "" = none
   std::string commit = "unknown";  // for result records
   double sm90_crossover = -1;      // < 0: the tuned table
+  int sm90_decode_bt = 0;          // 0: the planner's rule; else 16, 32 or 64
 };
 
 // Reads the environment on first call; the same object afterwards.

@@ -126,9 +126,18 @@ TEST(RuntimeSettings, ReadFromEnvironmentOnce) {
     s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_CROSSOVER", bad}}));
     EXPECT_LT(s.sm90_crossover, 0) << bad;
   }
+  // The decode token tile: 16, 32 or 64, else a warning naming it and the rule.
+  EXPECT_EQ(s.sm90_decode_bt, 0);  // unset: the planner's rule
+  s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", "32"}}));
+  EXPECT_EQ(s.sm90_decode_bt, 32);
+  for (const char* bad : {"0", "48", "16x", "-16"}) {
+    s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", bad}}));
+    EXPECT_EQ(s.sm90_decode_bt, 0) << bad;
+  }
   set_warning_sink(old);
-  ASSERT_EQ(warned.size(), 3u);
+  ASSERT_EQ(warned.size(), 7u);
   EXPECT_NE(warned[0].find("MOEFORGE_SM90_CROSSOVER='-1'"), std::string::npos) << warned[0];
+  EXPECT_NE(warned[3].find("MOEFORGE_SM90_DECODE_BT='0' is not 16, 32 or 64"), std::string::npos) << warned[3];
 }
 
 TEST(RuntimeBudget, ConfigsOverTheDeviceLimitsAreRejectedWithNumbers) {

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
     const char* tb = std::getenv("MOEFORGE_TEST_BACKEND");
     rec["test_backend"] = tb && *tb ? tb : "default";
     rec["sm90_crossover"] = moeforge::rt::settings().sm90_crossover;
+    rec["sm90_decode_bt"] = moeforge::rt::settings().sm90_decode_bt;
     rec["passed"] = listener->passed;
     rec["failed"] = listener->failed;
     rec["skipped"] = listener->skipped;

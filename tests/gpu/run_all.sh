@@ -131,6 +131,7 @@ if has bench; then
         # MOEFORGE_BENCH_L2_FLUSH=write: the memset flush of the records before session 7 (tagged).
         flush=${MOEFORGE_BENCH_L2_FLUSH:-read}
         [ "$flush" = read ] || tag+="-flush$flush"
+        [ -z "${MOEFORGE_SM90_DECODE_BT:-}" ] || tag+="-bt$MOEFORGE_SM90_DECODE_BT"  # a forced decode token tile
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)

@@ -90,6 +90,10 @@ Plan plan(const MoeSpec& spec, int64_t tokens) {
   Plan p;
   p.wide = rows_per_expert >= crossover_rows(spec);
   if (!p.wide) {
+    if (rt::settings().sm90_decode_bt > 0) {  // forced, for measuring the choice
+      p.bt = rt::settings().sm90_decode_bt;
+      return p;
+    }
     // Twice the average, so that few experts need a second pass over their weights.
     p.bt = 64;
     for (int bt : kDecodeTiles)
