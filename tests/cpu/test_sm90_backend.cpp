@@ -209,6 +209,17 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 512), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
 }
 
+// The permuted-K gather's vector moves (sm90/gather.cuh) against the permutation itself: every
+// logical column of every output vector comes from the physical column physical_k says.
+TEST(Sm90Backend, PermutedGatherMovesMatchThePermutation) {
+  for (int j = 0; j < 8; ++j)
+    for (int t = 0; t < 4; ++t)
+      for (int lohi = 0; lohi < 2; ++lohi) {
+        const int from = 8 * w4::gather_src_vec(j, t) + w4::gather_src_elem(j) + 4 * lohi;
+        EXPECT_EQ(from, w4::physical_k(8 * j + 2 * t + lohi)) << j << " " << t << " " << lohi;
+      }
+}
+
 // The decode GEMMs' work units (sm90/decode_units.cuh, the kernel's own lookup): for random
 // routed counts (empty experts, a shared expert with every token, 1..3x the token tile), the
 // units 0 .. total - 1 are every (expert with rows, weight tile, token chunk) exactly once,

@@ -68,12 +68,12 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
 #if PERMUTE_K
     // 16-byte vectors, one per lane: coalesced loads and stores (a 64-column block per lane,
     // the first version, read 128 bytes a lane at a 128-byte stride: 27 us against 9.6 for the
-    // plain copy at T = 128, H200). 8 lanes hold a 64-column block; the output vector of lane
-    // j (logical columns 8j .. 8j + 7) takes 2 columns from each of the block's vectors
-    // 2t + j / 4, t = 0..3 (physical columns j % 4 and j % 4 + 4 of it; sm90/w4_format.cuh),
-    // fetched by shuffles within the 8 lanes. HIDDEN / 8 is a multiple of 8, so a block's
-    // lanes are all in or all out at the row's end.
-    const int j = lane & 7, grp = lane & ~7, word = (j >> 1) & 1, half = 16 * (j & 1);
+    // plain copy at T = 128, H200). 8 lanes hold a 64-column block; lane j's output vector takes
+    // two columns from each of 4 of the block's vectors (w4::gather_src_vec / _elem), fetched
+    // by shuffles within the 8 lanes. HIDDEN / 8 is a multiple of 8, so a block's lanes are all
+    // in or all out at the row's end.
+    const int j = lane & 7, grp = lane & ~7;
+    const int word = w4::gather_src_elem(j) >> 1, half = 16 * (w4::gather_src_elem(j) & 1);
     constexpr int kVecs = HIDDEN / 8, kBatch = 4;  // vectors per row; loads in flight per lane
 #pragma unroll 1
     for (int v0 = 0; v0 < kVecs; v0 += 32 * kBatch) {
@@ -88,10 +88,10 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
         u32 o[4];
 #pragma unroll
         for (int t = 0; t < 4; ++t) {  // logical columns 8j + 2t, 8j + 2t + 1
-          const int from = grp + 2 * t + (j >> 2);
+          const int from = grp + w4::gather_src_vec(j, t);
           const u32 w0 = __shfl_sync(0xffffffffu, q[i].x, from), w1 = __shfl_sync(0xffffffffu, q[i].y, from);
           const u32 w2 = __shfl_sync(0xffffffffu, q[i].z, from), w3 = __shfl_sync(0xffffffffu, q[i].w, from);
-          const u32 lo = word ? w1 : w0, hi = word ? w3 : w2;  // physical j % 4 and j % 4 + 4
+          const u32 lo = word ? w1 : w0, hi = word ? w3 : w2;  // elements e and e + 4
           o[t] = ((lo >> half) & 0xFFFFu) | ((hi >> half) << 16);
         }
         const int v = v0 + 32 * i + lane;

@@ -13,6 +13,11 @@ MOE_HD constexpr int physical_k(int L) {
   const int kk = L >> 4, h = (L >> 3) & 1, t = (L >> 1) & 3, lohi = L & 1;
   return t * 16 + (kk >> 1) * 8 + (kk & 1) * 2 + h + 4 * lohi;
 }
+// The permuted-K gather (sm90/gather.cuh) moves 8-column vectors: output vector j of a 64-column
+// block (logical columns 8j .. 8j + 7) takes logical columns 8j + 2t and 8j + 2t + 1 from
+// elements gather_src_elem(j) and gather_src_elem(j) + 4 of the block's vector gather_src_vec(j, t).
+MOE_HD constexpr int gather_src_vec(int j, int t) { return 2 * t + (j >> 2); }
+MOE_HD constexpr int gather_src_elem(int j) { return j & 3; }
 // Its inverse: where physical column p is stored in the activations.
 MOE_HD constexpr int logical_k(int p) {
   const int t = p >> 4, a = (p >> 3) & 1, lohi = (p >> 2) & 1, b = (p >> 1) & 1, h = p & 1;
