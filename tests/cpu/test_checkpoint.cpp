@@ -84,12 +84,18 @@ TEST_P(CheckpointLayout, SpecFromConfigJson) {
   EXPECT_EQ(s.intermediate, x["I"].get<int64_t>());
   EXPECT_EQ(s.topk, x["k"].get<int>());
   EXPECT_EQ(s.num_shared_experts, x["shared"].get<int>());
-  if (s.num_shared_experts) EXPECT_EQ(s.shared_intermediate, x["I"].get<int64_t>());
+  if (s.num_shared_experts) {
+    EXPECT_EQ(s.shared_intermediate, x["I"].get<int64_t>());
+  }
   EXPECT_EQ(std::string(moeforge::to_string(s.weight_format)), x["weight_format"].get<std::string>()) << w->describe();
   EXPECT_EQ(w->dequantized_to_bf16(), x["fallback"].get<bool>()) << w->describe();
   EXPECT_EQ(s.expert_bias, x.value("bias", false));
-  if (x.value("bias", false)) EXPECT_EQ(s.activation.kind, moeforge::ActivationKind::ClampedSwiGLU);
-  if (x.contains("renormalize")) EXPECT_EQ(s.routing.renormalize, x["renormalize"].get<bool>());
+  if (x.value("bias", false)) {
+    EXPECT_EQ(s.activation.kind, moeforge::ActivationKind::ClampedSwiGLU);
+  }
+  if (x.contains("renormalize")) {
+    EXPECT_EQ(s.routing.renormalize, x["renormalize"].get<bool>());
+  }
   if (x.contains("routing")) {
     EXPECT_EQ(std::string(moeforge::to_string(s.routing.kind)), x["routing"].get<std::string>());
     EXPECT_EQ(s.routing.topk_groups, x["groups"][0].get<int>());

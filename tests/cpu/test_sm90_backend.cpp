@@ -257,7 +257,9 @@ TEST(Sm90Backend, DecodeUnitsAreEveryTileAndChunkOnce) {
       ASSERT_TRUE(expected.count({x.e, x.nt, x.c}))
           << "unit " << u << ": (" << x.e << ", " << x.nt << ", " << x.c << ")";
       EXPECT_TRUE(seen.insert({x.e, x.nt, x.c}).second) << "unit " << u << " repeats";
-      if (x.c > 0) EXPECT_TRUE(prev.e == x.e && prev.nt == x.nt && prev.c == x.c - 1) << "unit " << u;
+      if (x.c > 0) {
+        EXPECT_TRUE(prev.e == x.e && prev.nt == x.nt && prev.c == x.c - 1) << "unit " << u;
+      }
       prev = x;
     }
     EXPECT_EQ(seen, expected);
