@@ -150,10 +150,11 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const int kb1 = int(ceil_div(int64_t(H), kBK)), kb2 = int(ceil_div(int64_t(I), kBK));
     const unsigned smem = unsigned(wide_smem_bytes(codes_));
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xg, w13_map_,
-                    h_out, w13_wide_scales_map_, g13_, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1, int(2 * I),
-                    kb1);
+                    h_out, w13_wide_scales_map_, g13_, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound, no_scale,
+                    n1, int(2 * I), kb1);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", h_in, w2_map_,
-                    y_out, w2_wide_scales_map_, g2_, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H), kb2);
+                    y_out, w2_wide_scales_map_, g2_, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound, c.scale, n2,
+                    int(H), kb2);
   }
 
   // FP8 x FP8 (fp8_gemm.cuh): x quantized by the gather into the gathered-x buffer, h quantized
@@ -180,13 +181,13 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const unsigned smem = unsigned(kSmemBytesW8A8);
     const CUdeviceptr no_scale = 0;
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
-                    w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.num_tiles, tile_bound, no_scale, n1,
-                    int(2 * I), kb1, int(H / 4));
+                    w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound,
+                    no_scale, n1, int(2 * I), kb1, int(H / 4));
     rt::launch_with(*quantize_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts, c.seg_off,
                     c.num_tiles, c.tile_expert);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
-                    w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.num_tiles, tile_bound, c.scale, n2, int(H),
-                    kb2, int(I / 4));
+                    w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound,
+                    c.scale, n2, int(H), kb2, int(I / 4));
   }
 
   // Persistent: one CTA per SM at most (the tile count is only known on the device).

@@ -30,7 +30,8 @@
 // spilled. While one warpgroup promotes, the other's wgmma group keeps the tensor cores busy.
 // N = 256 would need 256 registers.
 //
-// Roles, persistence, tile order, epilogue (swizzled 64 x 64 boxes, TMA stores): as
+// Roles, persistence, tile order, half tiles (consumer 1 passes over a tile whose rows of
+// its half are all padding), epilogue (swizzled 64 x 64 boxes, TMA stores): as
 // grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
 //
 // Defines: GEMM_STAGE, ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_FP8_SMEM_BYTES (the host's
@@ -113,12 +114,14 @@ using Epilogue = sm90::TileEpilogue<BM, BN>;
 
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
 // tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
-// [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). k_scale0: the first A scale's column in tm_as
-// (floats: K / 4, the codes' bytes; a multiple of 4). row_scale: GEMM 2 only (null for GEMM 1).
+// [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). counts / seg_off: the permute stage's (half
+// tiles). k_scale0: the first A scale's column in tm_as (floats: K / 4, the codes' bytes; a
+// multiple of 4). row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
                       const __grid_constant__ TensorMap tm_b, const __grid_constant__ TensorMap tm_bs,
                       const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
+                      const int* __restrict__ counts, const i64* __restrict__ seg_off,
                       const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
                       int n_tiles, int n_per_expert, int k_blocks, int k_scale0) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -177,6 +180,10 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
   int mt, nt;
   u32 it = 0;
   while (sched.next(mt, nt)) {
+    if (c == 1 && sm90::half_tile<BM>(counts, seg_off, tile_expert[mt], mt)) {  // warpgroup-uniform
+      pass_stages(sm.full, sm.empty, it, k_blocks, lane);
+      continue;
+    }
 #pragma unroll
     for (int i = 0; i < 64; ++i) fin[i] = 0.f;
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {

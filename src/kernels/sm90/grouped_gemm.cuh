@@ -11,6 +11,11 @@
 // Padding rows of A hold whatever the workspace held (sm90/gather.cuh): each output row
 // depends on its own A row only and nothing reads padding rows of h or y.
 //
+// Half tiles (sm90/tiles.cuh, half_tile): on an expert's last tile holding at most 64 of its
+// rows, consumer 1's rows are all padding, so it skips the tile (skip_tile: the same waits,
+// dequantization, barriers and stage releases, no wgmma, no store). A wgmma under a branch
+// inside the k-loop makes ptxas serialize every wgmma of the loop, hence a separate loop.
+//
 // Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp; NVFP4
 // codes bit-permuted per 32-bit word, w4_format.cuh):
 // [E_TOTAL * N, KP] bf16, K padded with zeros to KP (a multiple of 32); GEMM 1's W13 rows
@@ -162,8 +167,63 @@ __device__ __forceinline__ void dequant_b(Smem& sm, u32 s, u32 buf, int c, int t
 }
 #endif
 
+// The stage / phase of k-block counter `it` (over all tiles of this CTA).
+__device__ __forceinline__ u32 stage_of(u32 it) { return it % STAGES; }
+__device__ __forceinline__ u32 phase_of(u32 it) { return (it / STAGES) & 1u; }
+
+#if W4
+// A tile's first B (k-block counter it): TMA landed -> dequantized by both warpgroups -> barrier.
+__device__ __forceinline__ void first_b(Smem& sm, u32 it, int c, int tid) {
+  mbar_wait(smem_u32(&sm.full[stage_of(it)]), phase_of(it));
+  dequant_b(sm, stage_of(it), c, tid);
+  fence_proxy_async_smem();  // generic smem writes -> the wgmma (async proxy) reads
+  named_bar_sync(3, 256);
+}
+// k-block it + 1's half of B, while k-block it's wgmma group runs (its stage was released by
+// both warpgroups before the producer refilled it, and full[] says the refill landed). The
+// barrier that completes the tile (named_bar_sync(3, 256)) is the caller's.
+__device__ __forceinline__ void next_b(Smem& sm, u32 it, int c, int tid) {
+  mbar_wait(smem_u32(&sm.full[stage_of(it + 1)]), phase_of(it + 1));
+  dequant_b(sm, stage_of(it + 1), c, tid);
+  fence_proxy_async_smem();
+}
+#elif W8
+// k-block it's B, into the buffer both warpgroups' wgmma group it - 2 read: each warpgroup has
+// waited for its group it - 2 (it - 1 is the one in flight), but the other may not have yet,
+// hence the barrier first; the second one: both halves are written.
+__device__ __forceinline__ void load_b(Smem& sm, u32 it, int c, int tid) {
+  named_bar_sync(3, 256);
+  mbar_wait(smem_u32(&sm.full[stage_of(it)]), phase_of(it));
+  dequant_b(sm, stage_of(it), it % kBTiles, c, tid);
+  fence_proxy_async_smem();
+  named_bar_sync(3, 256);
+}
+#endif
+
+// Consumer 1 on a half tile: every wait, dequantization, barrier and stage release of the
+// wgmma loop, in the same order, without a wgmma; `it` advances by k_blocks.
+__device__ __forceinline__ void skip_tile(Smem& sm, u32& it, int k_blocks, int c, int tid, int lane) {
+#if W4
+  if (k_blocks > 0) first_b(sm, it, c, tid);
+  for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+    if (kb + 1 < k_blocks) next_b(sm, it, c, tid);
+    if (lane == 0) mbar_arrive(smem_u32(&sm.empty[stage_of(it)]));  // dequantized: done with it
+    if (kb + 1 < k_blocks) named_bar_sync(3, 256);
+  }
+#elif W8
+  if (k_blocks > 0) load_b(sm, it, c, tid);
+  for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+    if (lane == 0) mbar_arrive(smem_u32(&sm.empty[stage_of(it)]));  // dequantized: done with it
+    if (kb + 1 < k_blocks) load_b(sm, it + 1, c, tid);
+  }
+#else
+  pass_stages(sm.full, sm.empty, it, k_blocks, lane);
+#endif
+}
+
 __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d, const void* tm_s,
                                           const float* __restrict__ gscale, const int* __restrict__ tile_expert,
+                                          const int* __restrict__ counts, const i64* __restrict__ seg_off,
                                           int m_tiles, int n_tiles, int n_per_expert, int k_blocks, Epilogue epi) {
   Smem& sm = aligned_smem<Smem>();
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -221,37 +281,23 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
     int mt, nt;
     u32 it = 0;
     while (sched.next(mt, nt)) {
+      if (c == 1 && half_tile<BM>(counts, seg_off, tile_expert[mt], mt)) {  // warpgroup-uniform
+        skip_tile(sm, it, k_blocks, c, tid, lane);
+        continue;
+      }
       // One wgmma group per k-block, kept one deep in flight: after issuing block kb, wait
       // until at most one group is pending (block kb's), i.e. block kb - 1 finished reading
       // its stage, and release that stage. The tensor pipe never drains between k-blocks.
       u32 prev_s = 0;
 #if W4
-      // The first k-block's B: TMA landed -> dequantized by both warpgroups -> barrier.
-      if (k_blocks > 0) {
-        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-        mbar_wait(smem_u32(&sm.full[s]), ph);
-        dequant_b(sm, s, c, tid);
-        fence_proxy_async_smem();  // generic smem writes -> the wgmma (async proxy) reads
-        named_bar_sync(3, 256);
-      }
+      if (k_blocks > 0) first_b(sm, it, c, tid);
 #elif W8
-      // The first k-block's B, into the buffer both warpgroups' wgmma group it - 2 read: they
-      // completed it before this tile's epilogue, but the other warpgroup may not have waited yet.
-      if (k_blocks > 0) {
-        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-        named_bar_sync(3, 256);
-        mbar_wait(smem_u32(&sm.full[s]), ph);
-        dequant_b(sm, s, it % kBTiles, c, tid);
-        fence_proxy_async_smem();
-        named_bar_sync(3, 256);
-      }
+      if (k_blocks > 0) load_b(sm, it, c, tid);
 #endif
       for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-        const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+        const u32 s = stage_of(it);
 #if !W4 && !W8
-        mbar_wait(smem_u32(&sm.full[s]), ph);  // (W4, W8: waited before dequantizing this stage)
-#else
-        (void)ph;
+        mbar_wait(smem_u32(&sm.full[s]), phase_of(it));  // (W4, W8: waited before dequantizing this stage)
 #endif
         wgmma_fence();
 #pragma unroll
@@ -263,15 +309,8 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
                                    (kb > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
 #if W4
-        // While this k-block's group runs: the next one's B (its stage was released by both
-        // warpgroups before the producer refilled it, and full[] says the refill landed).
         const bool more = kb + 1 < k_blocks;
-        if (more) {
-          const u32 s1 = (it + 1) % STAGES, ph1 = ((it + 1) / STAGES) & 1u;
-          mbar_wait(smem_u32(&sm.full[s1]), ph1);
-          dequant_b(sm, s1, c, tid);
-          fence_proxy_async_smem();
-        }
+        if (more) next_b(sm, it, c, tid);  // while this k-block's group runs
 #endif
         wgmma_wait<1>();
 #pragma unroll
@@ -283,14 +322,7 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 #elif W8
         // While this k-block's group runs: the next one's B, into the buffer of group it - 1,
         // once both warpgroups have seen theirs complete (the wait just above).
-        if (kb + 1 < k_blocks) {
-          const u32 s1 = (it + 1) % STAGES, ph1 = ((it + 1) / STAGES) & 1u;
-          named_bar_sync(3, 256);
-          mbar_wait(smem_u32(&sm.full[s1]), ph1);
-          dequant_b(sm, s1, (it + 1) % kBTiles, c, tid);
-          fence_proxy_async_smem();
-          named_bar_sync(3, 256);  // both halves of the next B tile are written
-        }
+        if (kb + 1 < k_blocks) load_b(sm, it + 1, c, tid);
 #endif
       }
       wgmma_wait<0>();
@@ -331,11 +363,13 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 // tm_a: A [rows, K]; tm_b: W [E_TOTAL * N, KP] (W4: its codes, [E_TOTAL * N, KP / 2] bytes);
 // tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H). W4: tm_s the scales' 3-D map, gscale the
 // [E_TOTAL] global scales; W8: tm_s the f32 scales' 3-D map (gscale unused); bf16: any map,
-// null. row_scale: GEMM 2 only (null for GEMM 1).
+// null. counts [E_TOTAL] / seg_off [E_TOTAL + 1]: the permute stage's (half tiles, above).
+// row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
     moe_sm90_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_b,
                   const __grid_constant__ TensorMap tm_d, const __grid_constant__ TensorMap tm_s,
                   const float* __restrict__ gscale, const int* __restrict__ tile_expert,
+                  const int* __restrict__ counts, const i64* __restrict__ seg_off,
                   const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
                   int n_tiles, int n_per_expert, int k_blocks) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -346,5 +380,6 @@ extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
   epi.row_scale = row_scale;
 #endif
   const int m_tiles = min(*num_tiles, tile_bound);  // tile_expert holds tile_bound entries
-  sm90::gemm_body(&tm_a, &tm_b, &tm_d, &tm_s, gscale, tile_expert, m_tiles, n_tiles, n_per_expert, k_blocks, epi);
+  sm90::gemm_body(&tm_a, &tm_b, &tm_d, &tm_s, gscale, tile_expert, counts, seg_off, m_tiles, n_tiles, n_per_expert,
+                  k_blocks, epi);
 }

@@ -25,6 +25,17 @@ struct TileScheduler {
   }
 };
 
+// True when m-tile mt (of expert e, BM rows from the padded segment's start) holds at most 64
+// of the expert's rows: the second consumer warpgroup's 64 rows are all padding, and it skips
+// the tile (no wgmma, no store; the tensor pipe runs one m64 stream for it instead of two).
+// With ~256 rows an expert (Mistral-Small-4 at T = 8192) about one tile in five is such a tile;
+// at T = 2048 (~64 rows an expert) about half the routed experts' only tile is.
+template <int BM>
+__device__ __forceinline__ bool half_tile(const int* __restrict__ counts, const i64* __restrict__ seg_off, int e,
+                                          int mt) {
+  return seg_off[e] + counts[e] - (i64)mt * BM <= 64;
+}
+
 // Byte offset, inside a 64 x 64 bf16 store box, of this thread's 4 bytes of n8-chunk q in row
 // r0 (row r0 + 8 is at + 8 * 128). Box layout as TMA SWIZZLE_128B reads it: row r at byte
 // 128 r, its 16-B chunk q at chunk position q ^ (r & 7). Rows r0 and r0 + 8 both have
