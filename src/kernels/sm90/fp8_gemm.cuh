@@ -63,6 +63,7 @@ struct Smem {
   alignas(128) float bs[STAGES][BN];                 // B scales of the block
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
+  u32 half[STAGES];  // ring.cuh first_stage_flag: the tile starting at this stage is a half tile
 };
 constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
@@ -153,7 +154,8 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
           const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
           mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
           const u32 full = smem_u32(&sm.full[s]);
-          mbar_arrive_expect_tx(full, kStageBytes);
+          if (kb == 0) sm.half[s] = sm90::half_tile<BM>(counts, seg_off, e, mt);
+          mbar_arrive_expect_tx(full, kStageBytes);  // (a release: the flag above is visible with the stage)
           tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
           tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + (kb & ~3), mt * BM, full);
           tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, b_row, full);
@@ -180,8 +182,10 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
   int mt, nt;
   u32 it = 0;
   while (sched.next(mt, nt)) {
-    if (c == 1 && sm90::half_tile<BM>(counts, seg_off, tile_expert[mt], mt)) {  // warpgroup-uniform
+    const bool half = first_stage_flag(sm.full, sm.half, it, k_blocks);  // CTA-uniform
+    if (half && c == 1) {
       pass_stages(sm.full, sm.empty, it, k_blocks, lane);
+      named_bar_sync(4, 256);  // consumer 0's epilogue of this tile is done: start the next one together
       continue;
     }
 #pragma unroll
@@ -213,6 +217,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         tma_store_commit();
       }
     }
+    if (half) named_bar_arrive(4, 256);  // (consumer 0) consumer 1 waits for this
   }
   if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
 }

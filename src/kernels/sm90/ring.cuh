@@ -1,7 +1,7 @@
 // What the sm90 GEMM kernels share around their stage ring: the 1024-byte aligned view of
 // dynamic shared memory (the 128B-swizzle atom: TMA's pattern and the wgmma descriptors,
-// base offset 0, agree only on such a base), the full/empty mbarrier set-up, and a
-// consumer's pass over stages it has no work for.
+// base offset 0, agree only on such a base), the full/empty mbarrier set-up, a flag that
+// travels with a stage, and a consumer's pass over stages it has no work for.
 #pragma once
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/wait.cuh"
@@ -26,6 +26,19 @@ __device__ __forceinline__ void init_ring(u64 (&full)[STAGES], u64 (&empty)[STAG
     }
     fence_mbar_init();
   }
+}
+
+// A flag about a tile, e.g. tiles.cuh's half_tile, from the producer to the consumers without
+// a global load on their critical path: the producer stores it in the slot of the tile's first
+// stage before that stage's arrive_expect_tx (a release), and a consumer reads it once the
+// stage is full (try_wait: an acquire). The slot is rewritten only after every consumer has
+// released the stage. False when the tile has no k-blocks (no stage is loaded for it).
+template <int STAGES>
+__device__ __forceinline__ bool first_stage_flag(u64 (&full)[STAGES], const u32 (&flag)[STAGES], u32 it,
+                                                 int k_blocks) {
+  if (k_blocks <= 0) return false;
+  mbar_wait(smem_u32(&full[it % STAGES]), (it / STAGES) & 1u);
+  return flag[it % STAGES] != 0;
 }
 
 // A consumer warp with nothing to compute for the next k_blocks stages (its rows of a tile are

@@ -26,3 +26,8 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 __device__ __forceinline__ void named_bar_sync(u32 id, u32 nthreads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
+// bar.arrive id, nthreads;   (PTX 2.0, all SMs)
+// Counts toward barrier id's `nthreads` without waiting (the waiters use bar.sync).
+__device__ __forceinline__ void named_bar_arrive(u32 id, u32 nthreads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
