@@ -316,7 +316,8 @@ void PortableLayer::forward(const ForwardCall& call) const {
                o_h = cv.take(size_t(plan.rows_bound * I * 2)),
                // plugged: y (bf16) reuses the gathered x, dead once GEMM 1 has run (stream order)
                o_y = cv.take(size_t(plan.rows_bound * H * (plugged ? 2 : 4))),
-               o_scale = plugged ? cv.take(size_t(plan.rows_bound * 4)) : 0;
+               o_scale = plugged ? cv.take(size_t(plan.rows_bound * 4)) : 0,
+               o_scratch = plugged ? cv.take(size_t(GemmPlugin::kScratchBytes)) : 0;
   Workspace ws(cv.used, stream);
   const CUdeviceptr b = ws.base();
   const CUdeviceptr ids = b + o_ids, wts = b + o_wts, row_of = b + o_row_of, cc = b + o_cc, counts = b + o_counts,
@@ -360,6 +361,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
     if (plugged) {
       plugin_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,
                   .row_token = rtok, .row_weight = rw, .xg = ybuf, .scale = b + o_scale, .h = hbuf, .y = ybuf,
+                  .scratch = b + o_scratch,
                   .tokens = n, .rows_bound = plan.rows_bound, .tile_bound = plan.tile_bound, .stream = stream});
     } else {
       rt::launch_with(*g1, {u32_of(plan.tile_bound), u32_of((2 * I + cfg.bn - 1) / cfg.bn)}, {unsigned(cfg.threads())}, gsmem,

@@ -99,7 +99,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const rt::LoadedKernel& gather = (permuted_k(codes_) && !p.wide) ? *gather_permuted_ : *gather_;
     rt::launch_with(gather, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream,
                     "permute", c.x, c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg,
-                    c.scale);
+                    c.scale, c.scratch);
     if (p.wide) run_wide(c);
     else run_decode(c, p.bt);
   }
@@ -149,12 +149,12 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const int n1 = int(ceil_div(int64_t(2 * I), kBN)), n2 = int(ceil_div(int64_t(H), kBN));
     const int kb1 = int(ceil_div(int64_t(H), kBK)), kb2 = int(ceil_div(int64_t(I), kBK));
     const unsigned smem = unsigned(wide_smem_bytes(codes_));
-    rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xg, w13_map_,
-                    h_out, w13_wide_scales_map_, g13_, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound, no_scale,
-                    n1, int(2 * I), kb1);
+    rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xg, w13_map_, h_out,
+                    w13_wide_scales_map_, g13_, c.tile_expert, c.counts, c.seg_off, counter(c, 0), c.num_tiles,
+                    tile_bound, no_scale, n1, int(2 * I), kb1);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", h_in, w2_map_,
-                    y_out, w2_wide_scales_map_, g2_, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound, c.scale, n2,
-                    int(H), kb2);
+                    y_out, w2_wide_scales_map_, g2_, c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,
+                    tile_bound, c.scale, n2, int(H), kb2);
   }
 
   // FP8 x FP8 (fp8_gemm.cuh): x quantized by the gather into the gathered-x buffer, h quantized
@@ -164,7 +164,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const int tile_bound = int(c.tile_bound);
     const unsigned tb = unsigned(c.tile_bound), threads = unsigned(kGatherThreads);
     rt::launch_with(*gather_, {tb, kGatherSplit}, {threads}, 0, c.stream, "permute", c.x, c.counts, c.seg_off,
-                    c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale);
+                    c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale, c.scratch);
     // A operands: codes box {128 B, 128 rows} (swizzled), scales box {4 floats, 128 rows}.
     auto codes_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
       return encode_u8(p, {2 * k, rows}, {128, 128}, true, what);
@@ -181,14 +181,17 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const unsigned smem = unsigned(kSmemBytesW8A8);
     const CUdeviceptr no_scale = 0;
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
-                    w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound,
-                    no_scale, n1, int(2 * I), kb1, int(H / 4));
+                    w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.counts, c.seg_off, counter(c, 0),
+                    c.num_tiles, tile_bound, no_scale, n1, int(2 * I), kb1, int(H / 4));
     rt::launch_with(*quantize_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts, c.seg_off,
                     c.num_tiles, c.tile_expert);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
-                    w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.counts, c.seg_off, c.num_tiles, tile_bound,
-                    c.scale, n2, int(H), kb2, int(I / 4));
+                    w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,
+                    tile_bound, c.scale, n2, int(H), kb2, int(I / 4));
   }
+
+  // GEMM g's tile claim counter (sm90/tiles.cuh) in the call's scratch, zeroed by the gather.
+  static CUdeviceptr counter(const portable::PluginChunk& c, int g) { return c.scratch + CUdeviceptr(4 * g); }
 
   // Persistent: one CTA per SM at most (the tile count is only known on the device).
   unsigned grid(int tile_bound, int n_tiles) const {

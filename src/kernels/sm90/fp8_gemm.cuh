@@ -30,7 +30,7 @@
 // spilled. While one warpgroup promotes, the other's wgmma group keeps the tensor cores busy.
 // N = 256 would need 256 registers.
 //
-// Roles, persistence, tile order, half tiles (consumer 1 passes over a tile whose rows of
+// Roles, persistence, tile order (claimed in order), half tiles (consumer 1 passes over a tile whose rows of
 // its half are all padding), epilogue (swizzled 64 x 64 boxes, TMA stores): as
 // grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
 //
@@ -63,7 +63,7 @@ struct Smem {
   alignas(128) float bs[STAGES][BN];                 // B scales of the block
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
-  u32 half[STAGES];  // ring.cuh first_stage_flag: the tile starting at this stage is a half tile
+  int tile[STAGES];  // ring.cuh stage_word: the tile starting at this stage (tiles.cuh tile_word)
 };
 constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
@@ -116,14 +116,14 @@ using Epilogue = sm90::TileEpilogue<BM, BN>;
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
 // tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
 // [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). counts / seg_off: the permute stage's (half
-// tiles). k_scale0: the first A scale's column in tm_as (floats: K / 4, the codes' bytes; a
+// tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh). k_scale0: the first A scale's column in tm_as (floats: K / 4, the codes' bytes; a
 // multiple of 4). row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
                       const __grid_constant__ TensorMap tm_b, const __grid_constant__ TensorMap tm_bs,
                       const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
                       const int* __restrict__ counts, const i64* __restrict__ seg_off,
-                      const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
+                      int* __restrict__ tile_counter, const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
                       int n_tiles, int n_per_expert, int k_blocks, int k_scale0) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90/fp8_gemm.cuh must be compiled for sm_90a"
@@ -144,24 +144,14 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       tma_prefetch_desc(&tm_as);
       tma_prefetch_desc(&tm_b);
       tma_prefetch_desc(&tm_bs);
-      sm90::TileScheduler sched(m_tiles, n_tiles);
-      int mt, nt;
-      u32 it = 0;
-      while (sched.next(mt, nt)) {
-        const int e = tile_expert[mt];
-        const int b_row = e * n_per_expert + nt * BN;  // the expert is a coordinate
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-          const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
-          const u32 full = smem_u32(&sm.full[s]);
-          if (kb == 0) sm.half[s] = sm90::half_tile<BM>(counts, seg_off, e, mt);
-          mbar_arrive_expect_tx(full, kStageBytes);  // (a release: the flag above is visible with the stage)
-          tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
-          tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + (kb & ~3), mt * BM, full);
-          tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, b_row, full);
-          tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
-        }
-      }
+      auto load = [&](u32 s, u32 full, int kb, int mt, int nt, int e) {
+        tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
+        tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + (kb & ~3), mt * BM, full);
+        tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, e * n_per_expert + nt * BN, full);  // the expert: a coordinate
+        tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
+      };
+      sm90::produce_tiles<BM>(sm.full, sm.empty, sm.tile, tile_counter, m_tiles * n_tiles, n_tiles, k_blocks,
+                              tile_expert, counts, seg_off, kStageBytes, load);
     }
     return;
   }
@@ -178,11 +168,12 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
 #endif
   float fin[64], p[64];
   u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
-  sm90::TileScheduler sched(m_tiles, n_tiles);
-  int mt, nt;
   u32 it = 0;
-  while (sched.next(mt, nt)) {
-    const bool half = first_stage_flag(sm.full, sm.half, it, k_blocks);  // CTA-uniform
+  for (;;) {
+    const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
+    if (word == sm90::kNoMoreTiles) break;
+    const int mt = sm90::word_tile(word) / n_tiles, nt = sm90::word_tile(word) - mt * n_tiles;
+    const bool half = sm90::word_half(word);
     if (half && c == 1) {
       pass_stages(sm.full, sm.empty, it, k_blocks, lane);
       named_bar_sync(4, 256);  // consumer 0's epilogue of this tile is done: start the next one together

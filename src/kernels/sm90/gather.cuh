@@ -38,14 +38,17 @@
 #endif
 #define GATHER_BM 128
 #define GATHER_WARPS 8
+constexpr int kTileCounters = 2;  // GEMM 1's and GEMM 2's (the call's scratch, sm90 backend)
 
 // grid = (tile bound, split): 128-row tiles (tiles past *num_tiles exit), each split over
-// grid.y blocks of 128 / grid.y rows; block = 256.
+// grid.y blocks of 128 / grid.y rows; block = 256. tile_counters: [kTileCounters] ints, zeroed.
 extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     moe_sm90_gather(const u16* __restrict__ x, const int* __restrict__ counts, const i64* __restrict__ seg_off,
                     const int* __restrict__ num_tiles, const int* __restrict__ tile_expert,
                     const int* __restrict__ row_token, const float* __restrict__ row_weight,
-                    u16* __restrict__ xg, float* __restrict__ scale) {
+                    u16* __restrict__ xg, float* __restrict__ scale, int* __restrict__ tile_counters) {
+  // The GEMMs that follow claim their tiles from these (sm90/tiles.cuh): zero at their launch.
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < kTileCounters) tile_counters[threadIdx.x] = 0;
   const int tile = blockIdx.x;
   if (tile >= *num_tiles) return;
   const int e = tile_expert[tile];

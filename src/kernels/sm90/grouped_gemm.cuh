@@ -13,14 +13,12 @@
 //
 // Half tiles (sm90/tiles.cuh, half_tile): on an expert's last tile holding at most 64 of its
 // rows, consumer 1's rows are all padding, so it skips the tile (skip_tile: the same waits,
-// dequantization, barriers and stage releases, no wgmma, no store). The producer finds the
-// tile's flag and passes it with the tile's first stage (ring.cuh first_stage_flag). Consumer 1
-// then waits for consumer 0's epilogue (named barrier 4) so the two start every tile
-// together: a consumer that ran ahead by a few k-blocks would keep the stages it had not yet
-// released out of the ring for good, and the ring's depth is what hides the TMA latency
-// (measured: without this barrier, bf16 T = 8192 / 36308 took 14 / 13 % longer, c2b8c97).
-// A wgmma under a branch inside the k-loop makes ptxas serialize every wgmma of the loop,
-// hence a separate loop.
+// dequantization, barriers and stage releases, no wgmma, no store). The producer passes the
+// tile's flag with the tile itself (tiles.cuh tile_word). Consumer 1 then waits for consumer
+// 0's epilogue (named barrier 4) so the two start every tile together: a consumer that ran
+// ahead by a few k-blocks would keep the stages it had not released out of the ring, whose
+// depth is what hides the TMA latency. A wgmma under a branch inside the k-loop makes ptxas
+// serialize every wgmma of the loop, hence a separate loop.
 //
 // Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp; NVFP4
 // codes bit-permuted per 32-bit word, w4_format.cuh):
@@ -36,8 +34,8 @@
 // each owning 64 rows of the 128 x 256 tile: one m64n256k16 wgmma per k16 step, f32
 // accumulators, one k-block's wgmma group kept in flight while the next is issued (dev/sm90
 // ran wait_group 0 per k-block). A 4-stage full/empty mbarrier ring (48 KB per stage) connects them; tiles are
-// walked m-major, n fastest, round-robin over the persistent CTAs (the ~132 tiles in flight
-// share one or two experts' weights, which stay in L2). Epilogue: f32 -> bf16 into
+// walked m-major, n fastest, claimed in order by the persistent CTAs (tiles.cuh: the ~132 tiles
+// in flight share one or two experts' weights, which stay in L2). Epilogue: f32 -> bf16 into
 // double-buffered 128B-swizzled 64 x 64 boxes in shared memory, TMA stores that overlap
 // the next tile's main loop.
 //
@@ -122,7 +120,7 @@ struct Smem {
 #endif
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
-  u32 half[STAGES];  // ring.cuh first_stage_flag: the tile starting at this stage is a half tile
+  int tile[STAGES];  // ring.cuh stage_word: the tile starting at this stage (tiles.cuh tile_word)
 };
 static_assert(BK * 2 == 128 && kEpiBox * 2 == 128, "one 128-byte swizzle row per tile row");
 // + 1024: slack to align the dynamic base. The host's kernel spec carries the same number.
@@ -231,7 +229,8 @@ __device__ __forceinline__ void skip_tile(Smem& sm, u32& it, int k_blocks, int c
 __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, const void* tm_d, const void* tm_s,
                                           const float* __restrict__ gscale, const int* __restrict__ tile_expert,
                                           const int* __restrict__ counts, const i64* __restrict__ seg_off,
-                                          int m_tiles, int n_tiles, int n_per_expert, int k_blocks, Epilogue epi) {
+                                          int* __restrict__ tile_counter, int m_tiles, int n_tiles, int n_per_expert,
+                                          int k_blocks, Epilogue epi) {
   Smem& sm = aligned_smem<Smem>();
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
@@ -247,33 +246,25 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 #if W4 || W8
       tma_prefetch_desc(tm_s);
 #endif
-      TileScheduler sched(m_tiles, n_tiles);
-      int mt, nt;
-      u32 it = 0;  // k-block counter over all tiles: stage = it % STAGES, phase = it / STAGES
-      while (sched.next(mt, nt)) {
-        const int b_row = tile_expert[mt] * n_per_expert + nt * BN;  // the expert is a coordinate
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-          const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
-          const u32 full = smem_u32(&sm.full[s]);
-          if (kb == 0) sm.half[s] = half_tile<BM>(counts, seg_off, tile_expert[mt], mt);
-          mbar_arrive_expect_tx(full, kStageBytes);  // (a release: the flag above is visible with the stage)
-          tma_load_2d(smem_u32(sm.a[s]), tm_a, kb * BK, mt * BM, full);
+      // Stage s of k-block kb of tile (mt, nt) of expert e (the expert is a TMA coordinate).
+      auto load = [&](u32 s, u32 full, int kb, int mt, int nt, int e) {
+        const int b_row = e * n_per_expert + nt * BN;
+        tma_load_2d(smem_u32(sm.a[s]), tm_a, kb * BK, mt * BM, full);
 #if W4
-          // Codes: byte columns; scales: {byte in the row pair, k tile, expert}, 128 rows a box.
-          const int e = tile_expert[mt];
-          tma_load_2d(smem_u32(sm.codes[s]), tm_b, kb * BK / 2, b_row, full);
-          tma_load_3d(smem_u32(sm.scales[s]), tm_s, nt * BN * 2, kb * (BK / 32), e, full);
-          tma_load_3d(smem_u32(sm.scales[s]) + kScaleBytes / 2, tm_s, (nt * BN + 128) * 2, kb * (BK / 32), e, full);
+        // Codes: byte columns; scales: {byte in the row pair, k tile, expert}, 128 rows a box.
+        tma_load_2d(smem_u32(sm.codes[s]), tm_b, kb * BK / 2, b_row, full);
+        tma_load_3d(smem_u32(sm.scales[s]), tm_s, nt * BN * 2, kb * (BK / 32), e, full);
+        tma_load_3d(smem_u32(sm.scales[s]) + kScaleBytes / 2, tm_s, (nt * BN + 128) * 2, kb * (BK / 32), e, full);
 #elif W8
-          // Codes: byte columns = K; scales: {row, 128-column block, expert}, f32.
-          tma_load_2d(smem_u32(sm.codes[s]), tm_b, kb * BK, b_row, full);
-          tma_load_3d(smem_u32(sm.scales[s]), tm_s, nt * BN, kb * BK / 128, tile_expert[mt], full);
+        // Codes: byte columns = K; scales: {row, 128-column block, expert}, f32.
+        tma_load_2d(smem_u32(sm.codes[s]), tm_b, kb * BK, b_row, full);
+        tma_load_3d(smem_u32(sm.scales[s]), tm_s, nt * BN, kb * BK / 128, e, full);
 #else
-          tma_load_2d(smem_u32(sm.b[s]), tm_b, kb * BK, b_row, full);
+        tma_load_2d(smem_u32(sm.b[s]), tm_b, kb * BK, b_row, full);
 #endif
-        }
-      }
+      };
+      produce_tiles<BM>(sm.full, sm.empty, sm.tile, tile_counter, m_tiles * n_tiles, n_tiles, k_blocks, tile_expert,
+                        counts, seg_off, kStageBytes, load);
     }
   } else {
     // ================= consumer warpgroups
@@ -285,11 +276,12 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.f;
 
-    TileScheduler sched(m_tiles, n_tiles);
-    int mt, nt;
     u32 it = 0;
-    while (sched.next(mt, nt)) {
-      const bool half = first_stage_flag(sm.full, sm.half, it, k_blocks);  // CTA-uniform
+    for (;;) {
+      const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
+      if (word == kNoMoreTiles) break;
+      const int mt = word_tile(word) / n_tiles, nt = word_tile(word) - mt * n_tiles;
+      const bool half = word_half(word);
       if (half && c == 1) {
         skip_tile(sm, it, k_blocks, c, tid, lane);
         named_bar_sync(4, 256);  // consumer 0's epilogue of this tile is done: start the next one together
@@ -375,12 +367,13 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 // tm_d: out [rows, N_out] (GEMM 1: I, GEMM 2: H). W4: tm_s the scales' 3-D map, gscale the
 // [E_TOTAL] global scales; W8: tm_s the f32 scales' 3-D map (gscale unused); bf16: any map,
 // null. counts [E_TOTAL] / seg_off [E_TOTAL + 1]: the permute stage's (half tiles, above).
+// tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh; the gather zeroes it).
 // row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
     moe_sm90_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_b,
                   const __grid_constant__ TensorMap tm_d, const __grid_constant__ TensorMap tm_s,
                   const float* __restrict__ gscale, const int* __restrict__ tile_expert,
-                  const int* __restrict__ counts, const i64* __restrict__ seg_off,
+                  const int* __restrict__ counts, const i64* __restrict__ seg_off, int* __restrict__ tile_counter,
                   const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
                   int n_tiles, int n_per_expert, int k_blocks) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -391,6 +384,6 @@ extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
   epi.row_scale = row_scale;
 #endif
   const int m_tiles = min(*num_tiles, tile_bound);  // tile_expert holds tile_bound entries
-  sm90::gemm_body(&tm_a, &tm_b, &tm_d, &tm_s, gscale, tile_expert, counts, seg_off, m_tiles, n_tiles, n_per_expert,
-                  k_blocks, epi);
+  sm90::gemm_body(&tm_a, &tm_b, &tm_d, &tm_s, gscale, tile_expert, counts, seg_off, tile_counter, m_tiles, n_tiles,
+                  n_per_expert, k_blocks, epi);
 }

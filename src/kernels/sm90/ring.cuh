@@ -1,6 +1,6 @@
 // What the sm90 GEMM kernels share around their stage ring: the 1024-byte aligned view of
 // dynamic shared memory (the 128B-swizzle atom: TMA's pattern and the wgmma descriptors,
-// base offset 0, agree only on such a base), the full/empty mbarrier set-up, a flag that
+// base offset 0, agree only on such a base), the full/empty mbarrier set-up, a word that
 // travels with a stage, and a consumer's pass over stages it has no work for.
 #pragma once
 #include "sm90/ptx/mbarrier.cuh"
@@ -28,17 +28,15 @@ __device__ __forceinline__ void init_ring(u64 (&full)[STAGES], u64 (&empty)[STAG
   }
 }
 
-// A flag about a tile, e.g. tiles.cuh's half_tile, from the producer to the consumers without
-// a global load on their critical path: the producer stores it in the slot of the tile's first
-// stage before that stage's arrive_expect_tx (a release), and a consumer reads it once the
-// stage is full (try_wait: an acquire). The slot is rewritten only after every consumer has
-// released the stage. False when the tile has no k-blocks (no stage is loaded for it).
+// A word about a tile (tiles.cuh tile_word) from the producer to the consumers: the producer
+// stores it in the slot of the tile's first stage before that stage's arrive (a release), and a
+// consumer reads it once the stage is full (try_wait: an acquire). The slot is rewritten only
+// after every consumer has released the stage. The end mark travels the same way, with a plain
+// arrive and no TMA bytes.
 template <int STAGES>
-__device__ __forceinline__ bool first_stage_flag(u64 (&full)[STAGES], const u32 (&flag)[STAGES], u32 it,
-                                                 int k_blocks) {
-  if (k_blocks <= 0) return false;
+__device__ __forceinline__ int stage_word(u64 (&full)[STAGES], const int (&word)[STAGES], u32 it) {
   mbar_wait(smem_u32(&full[it % STAGES]), (it / STAGES) & 1u);
-  return flag[it % STAGES] != 0;
+  return word[it % STAGES];
 }
 
 // A consumer warp with nothing to compute for the next k_blocks stages (its rows of a tile are

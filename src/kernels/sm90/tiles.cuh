@@ -4,26 +4,25 @@
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/types.cuh"
+#include "sm90/ring.cuh"
 #if GEMM_STAGE == 1
 #include "sm90/activation.cuh"
 #endif
 
 namespace sm90 {
 
-// Static round-robin over tiles t = mt * n_tiles + nt (n fastest): every tile costs the same
-// K, so CTAs stay balanced within one tile; producer and consumers walk the same sequence.
-struct TileScheduler {
-  int total, n_tiles, next_t;
-  __device__ __forceinline__ TileScheduler(int m_tiles, int n_tiles_)
-      : total(m_tiles * n_tiles_), n_tiles(n_tiles_), next_t((int)blockIdx.x) {}
-  __device__ __forceinline__ bool next(int& mt, int& nt) {
-    if (next_t >= total) return false;
-    mt = next_t / n_tiles;
-    nt = next_t - mt * n_tiles;
-    next_t += (int)gridDim.x;
-    return true;
-  }
-};
+// Tile order: t = mt * n_tiles + nt (n fastest), handed out in that order. Each CTA's producer
+// claims its tiles from a global counter (one per GEMM of a call, zeroed by the gather before
+// GEMM 1), the next one while it issues the current one's stages, so the atomic's latency stays
+// off the ring. However long each tile takes, the CTAs in flight then hold neighbouring tiles,
+// which share one or two experts' weights in L2. (A static round-robin lets CTAs that drew cheap
+// tiles, e.g. half tiles, drift onto other experts' weights: bf16 T = 8192 / 36308 took 14 / 13 %
+// longer with half tiles under it, c2b8c97 and 88deecd.) The producer passes each tile to the
+// consumers with its first stage (ring.cuh stage_word) as tile_word(t, half), then kNoMoreTiles.
+constexpr int kNoMoreTiles = -1;
+__device__ __forceinline__ int tile_word(int t, bool half) { return 2 * t + (half ? 1 : 0); }
+__device__ __forceinline__ int word_tile(int word) { return word >> 1; }
+__device__ __forceinline__ bool word_half(int word) { return (word & 1) != 0; }
 
 // True when m-tile mt (of expert e, BM rows from the padded segment's start) holds at most 64
 // of the expert's rows: the second consumer warpgroup's 64 rows are all padding, and it skips
@@ -34,6 +33,35 @@ template <int BM>
 __device__ __forceinline__ bool half_tile(const int* __restrict__ counts, const i64* __restrict__ seg_off, int e,
                                           int mt) {
   return seg_off[e] + counts[e] - (i64)mt * BM <= 64;
+}
+
+// The producer thread's loop: claims tiles in order, and for each issues its k_blocks stages
+// (load(s, full_bar, kb, mt, nt, e) issues stage s's TMA loads, stage_bytes in all), its word in
+// the first stage's slot; then the end mark. k_blocks >= 1 (the host's K > 0): a tile travels
+// with its first stage.
+template <int BM, int STAGES, class LoadStage>
+__device__ __forceinline__ void produce_tiles(u64 (&full)[STAGES], u64 (&empty)[STAGES], int (&tile)[STAGES],
+                                              int* __restrict__ counter, int total, int n_tiles, int k_blocks,
+                                              const int* __restrict__ tile_expert, const int* __restrict__ counts,
+                                              const i64* __restrict__ seg_off, u32 stage_bytes, LoadStage load) {
+  u32 it = 0;  // k-block counter over all tiles: stage it % STAGES, phase (it / STAGES) & 1
+  for (int t = atomicAdd(counter, 1); t < total;) {
+    const int next = atomicAdd(counter, 1);  // in flight while this tile's stages are issued
+    const int mt = t / n_tiles, nt = t - mt * n_tiles, e = tile_expert[mt];
+    const int word = tile_word(t, half_tile<BM>(counts, seg_off, e, mt));
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES;
+      mbar_wait(smem_u32(&empty[s]), ((it / STAGES) & 1u) ^ 1u);
+      if (kb == 0) tile[s] = word;
+      mbar_arrive_expect_tx(smem_u32(&full[s]), stage_bytes);  // a release: the word is visible with the stage
+      load(s, smem_u32(&full[s]), kb, mt, nt, e);
+    }
+    t = next;
+  }
+  // The end mark, in the next stage's slot once it is free: no TMA bytes, a plain arrive.
+  mbar_wait(smem_u32(&empty[it % STAGES]), ((it / STAGES) & 1u) ^ 1u);
+  tile[it % STAGES] = kNoMoreTiles;
+  mbar_arrive(smem_u32(&full[it % STAGES]));
 }
 
 // Byte offset, inside a 64 x 64 bf16 store box, of this thread's 4 bytes of n8-chunk q in row
