@@ -30,9 +30,9 @@
 // spilled. While one warpgroup promotes, the other's wgmma group keeps the tensor cores busy.
 // N = 256 would need 256 registers.
 //
-// Roles, persistence, tile order (claimed in order), half tiles (consumer 1 passes over a tile whose rows of
-// its half are all padding), epilogue (swizzled 64 x 64 boxes, TMA stores): as
-// grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
+// Roles, persistence, tile order (claimed in order), half tiles (consumer 1 passes over a
+// tile whose rows of its half are all padding), epilogue (swizzled 64 x 64 boxes, TMA
+// stores): as grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
 //
 // Defines: GEMM_STAGE, ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_FP8_SMEM_BYTES (the host's
 // launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
@@ -116,14 +116,16 @@ using Epilogue = sm90::TileEpilogue<BM, BN>;
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
 // tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
 // [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). counts / seg_off: the permute stage's (half
-// tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh). k_scale0: the first A scale's column in tm_as (floats: K / 4, the codes' bytes; a
-// multiple of 4). row_scale: GEMM 2 only (null for GEMM 1).
+// tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh). k_scale0: the
+// first A scale's column in tm_as (floats: K / 4, the codes' bytes; a multiple of 4).
+// row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
                       const __grid_constant__ TensorMap tm_b, const __grid_constant__ TensorMap tm_bs,
                       const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
                       const int* __restrict__ counts, const i64* __restrict__ seg_off,
-                      int* __restrict__ tile_counter, const int* __restrict__ num_tiles, int tile_bound, const float* __restrict__ row_scale,
+                      int* __restrict__ tile_counter, const int* __restrict__ num_tiles, int tile_bound,
+                      const float* __restrict__ row_scale,
                       int n_tiles, int n_per_expert, int k_blocks, int k_scale0) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90/fp8_gemm.cuh must be compiled for sm_90a"

@@ -15,10 +15,11 @@
 // rows, consumer 1's rows are all padding, so it skips the tile (skip_tile: the same waits,
 // dequantization, barriers and stage releases, no wgmma, no store). The producer passes the
 // tile's flag with the tile itself (tiles.cuh tile_word). Consumer 1 then waits for consumer
-// 0's epilogue (named barrier 4) so the two start every tile together: a consumer that ran
-// ahead by a few k-blocks would keep the stages it had not released out of the ring, whose
-// depth is what hides the TMA latency. A wgmma under a branch inside the k-loop makes ptxas
-// serialize every wgmma of the loop, hence a separate loop.
+// 0's epilogue (named barrier 4) so the two start every tile together, as on full tiles (a
+// consumer ahead by a few k-blocks would hold stages the other still needs, a shallower ring
+// for it; reasoning, not measured on its own). A wgmma under a branch inside the k-loop makes
+// ptxas serialize every wgmma of the loop (a WARPGROUP.DEPBAR after each), hence a separate
+// loop.
 //
 // Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp; NVFP4
 // codes bit-permuted per 32-bit word, w4_format.cuh):

@@ -16,8 +16,8 @@ namespace sm90 {
 // GEMM 1), the next one while it issues the current one's stages, so the atomic's latency stays
 // off the ring. However long each tile takes, the CTAs in flight then hold neighbouring tiles,
 // which share one or two experts' weights in L2. (A static round-robin lets CTAs that drew cheap
-// tiles, e.g. half tiles, drift onto other experts' weights: bf16 T = 8192 / 36308 took 14 / 13 %
-// longer with half tiles under it, c2b8c97 and 88deecd.) The producer passes each tile to the
+// tiles, e.g. half tiles, drift onto other experts' weights: with half tiles under it, bf16 T =
+// 8192 / 36308 took 7-15 % longer than without them, c2b8c97 and 88deecd.) The producer passes each tile to the
 // consumers with its first stage (ring.cuh stage_word) as tile_word(t, half), then kNoMoreTiles.
 constexpr int kNoMoreTiles = -1;
 __device__ __forceinline__ int tile_word(int t, bool half) { return 2 * t + (half ? 1 : 0); }
