@@ -16,6 +16,7 @@
 #include "backends/selftest.hpp"
 #include "backends/sm90/sm90.hpp"
 #include "kernels/sm90/decode_units.cuh"
+#include "kernels/sm90/tile_words.cuh"
 #include "kernels/sm90/w4_format.cuh"
 #include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
@@ -218,6 +219,47 @@ TEST(Sm90Backend, PermutedGatherMovesMatchThePermutation) {
         const int from = 8 * w4::gather_src_vec(j, t) + w4::gather_src_elem(j) + 4 * lohi;
         EXPECT_EQ(from, w4::physical_k(8 * j + 2 * t + lohi)) << j << " " << t << " " << lohi;
       }
+}
+
+// The wide GEMMs' half tiles (sm90/tile_words.cuh, the kernels' own test): over random segment
+// layouts padded to 128 rows (empty experts, 1 ... 400 rows, a shared expert), a tile is half
+// exactly when rows 64 .. 127 of it are all padding, which happens only on an expert's last
+// tile; and a tile word gives back its tile and flag.
+TEST(Sm90Backend, HalfTilesAreTheTilesWhoseSecondHalfIsPadding) {
+  constexpr int kBM = 128, kExperts = 65;
+  std::mt19937 rng(11);
+  int halves = 0, fulls = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<int> counts(kExperts);
+    std::vector<long long> seg_off(kExperts + 1, 0);
+    std::vector<int> tile_expert;
+    for (int e = 0; e < kExperts; ++e) {
+      counts[e] = rng() % 4 == 0 ? 0 : int(rng() % 400) + 1;
+      const int tiles = (counts[e] + kBM - 1) / kBM;
+      seg_off[e + 1] = seg_off[e] + (long long)tiles * kBM;
+      for (int i = 0; i < tiles; ++i) tile_expert.push_back(e);
+    }
+    for (int mt = 0; mt < int(tile_expert.size()); ++mt) {
+      const int e = tile_expert[mt];
+      const long long first = (long long)mt * kBM - seg_off[e];  // the tile's first row within its expert
+      const bool second_half_padding = first + 64 >= counts[e];
+      const bool half = ::sm90::half_tile<kBM>(counts.data(), seg_off.data(), e, mt);
+      EXPECT_EQ(half, second_half_padding) << "trial " << trial << " tile " << mt << " rows " << counts[e];
+      if (half) {
+        EXPECT_GT(counts[e], first) << "a half tile still holds rows of its expert";
+        EXPECT_TRUE(mt + 1 == int(tile_expert.size()) || tile_expert[mt + 1] != e) << "only a last tile is half";
+      }
+      (half ? halves : fulls) += 1;
+      for (bool h : {false, true}) {
+        const int word = ::sm90::tile_word(mt, h);
+        EXPECT_EQ(::sm90::word_tile(word), mt);
+        EXPECT_EQ(::sm90::word_half(word), h);
+        EXPECT_NE(word, ::sm90::kNoMoreTiles);
+      }
+    }
+  }
+  EXPECT_GT(halves, 100);  // both kinds occur
+  EXPECT_GT(fulls, 100);
 }
 
 // The decode GEMMs' work units (sm90/decode_units.cuh, the kernel's own lookup): for random

@@ -5,6 +5,7 @@
 #include "common/convert.cuh"
 #include "sm90/ptx/types.cuh"
 #include "sm90/ring.cuh"
+#include "sm90/tile_words.cuh"
 #if GEMM_STAGE == 1
 #include "sm90/activation.cuh"
 #endif
@@ -16,24 +17,10 @@ namespace sm90 {
 // GEMM 1), the next one while it issues the current one's stages, so the atomic's latency stays
 // off the ring. However long each tile takes, the CTAs in flight then hold neighbouring tiles,
 // which share one or two experts' weights in L2. (A static round-robin lets CTAs that drew cheap
-// tiles, e.g. half tiles, drift onto other experts' weights: with half tiles under it, bf16 T =
-// 8192 / 36308 took 7-15 % longer than without them, c2b8c97 and 88deecd.) The producer passes each tile to the
-// consumers with its first stage (ring.cuh stage_word) as tile_word(t, half), then kNoMoreTiles.
-constexpr int kNoMoreTiles = -1;
-__device__ __forceinline__ int tile_word(int t, bool half) { return 2 * t + (half ? 1 : 0); }
-__device__ __forceinline__ int word_tile(int word) { return word >> 1; }
-__device__ __forceinline__ bool word_half(int word) { return (word & 1) != 0; }
-
-// True when m-tile mt (of expert e, BM rows from the padded segment's start) holds at most 64
-// of the expert's rows: the second consumer warpgroup's 64 rows are all padding, and it skips
-// the tile (no wgmma, no store; the tensor pipe runs one m64 stream for it instead of two).
-// With ~256 rows an expert (Mistral-Small-4 at T = 8192) about one tile in five is such a tile;
-// at T = 2048 (~64 rows an expert) about half the routed experts' only tile is.
-template <int BM>
-__device__ __forceinline__ bool half_tile(const int* __restrict__ counts, const i64* __restrict__ seg_off, int e,
-                                          int mt) {
-  return seg_off[e] + counts[e] - (i64)mt * BM <= 64;
-}
+// tiles, e.g. half tiles, drift onto other experts' weights: with half tiles under it, bf16
+// T = 8192 / 36308 took 7-15 % longer than without them, c2b8c97 and 88deecd.) The producer
+// passes each tile to the consumers with its first stage (ring.cuh stage_word) as
+// tile_word(t, half), then kNoMoreTiles (tile_words.cuh, with half_tile).
 
 // The producer thread's loop: claims tiles in order, and for each issues its k_blocks stages
 // (load(s, full_bar, kb, mt, nt, e) issues stage s's TMA loads, stage_bytes in all), its word in
