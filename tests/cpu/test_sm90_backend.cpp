@@ -250,6 +250,10 @@ TEST(Sm90Backend, HalfTilesAreTheTilesWhoseSecondHalfIsPadding) {
         EXPECT_TRUE(mt + 1 == int(tile_expert.size()) || tile_expert[mt + 1] != e) << "only a last tile is half";
       }
       (half ? halves : fulls) += 1;
+      for (int n_tiles : {1, 8, 16}) {
+        const auto [m, n] = ::sm90::tile_mn(mt * n_tiles + n_tiles - 1, n_tiles);
+        EXPECT_TRUE(m == mt && n == n_tiles - 1) << "tile_mn of tile (" << mt << ", " << n_tiles - 1 << ")";
+      }
       for (bool h : {false, true}) {
         const int word = ::sm90::tile_word(mt, h);
         EXPECT_EQ(::sm90::word_tile(word), mt);

@@ -174,11 +174,11 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
   for (;;) {
     const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
     if (word == sm90::kNoMoreTiles) break;
-    const int mt = sm90::word_tile(word) / n_tiles, nt = sm90::word_tile(word) - mt * n_tiles;
+    const auto [mt, nt] = sm90::tile_mn(sm90::word_tile(word), n_tiles);
     const bool half = sm90::word_half(word);
     if (half && c == 1) {
       pass_stages(sm.full, sm.empty, it, k_blocks, lane);
-      named_bar_sync(4, 256);  // consumer 0's epilogue of this tile is done: start the next one together
+      sm90::half_tile_wait();
       continue;
     }
 #pragma unroll
@@ -210,7 +210,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         tma_store_commit();
       }
     }
-    if (half) named_bar_arrive(4, 256);  // (consumer 0) consumer 1 waits for this
+    if (half) sm90::half_tile_done();
   }
   if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
 }

@@ -15,7 +15,7 @@
 // rows, consumer 1's rows are all padding, so it skips the tile (skip_tile: the same waits,
 // dequantization, barriers and stage releases, no wgmma, no store). The producer passes the
 // tile's flag with the tile itself (tiles.cuh tile_word). Consumer 1 then waits for consumer
-// 0's epilogue (named barrier 4) so the two start every tile together, as on full tiles (a
+// 0's epilogue (tiles.cuh half_tile_wait) so the two start every tile together, as on full tiles (a
 // consumer ahead by a few k-blocks would hold stages the other still needs, a shallower ring
 // for it; reasoning, not measured on its own). A wgmma under a branch inside the k-loop makes
 // ptxas serialize every wgmma of the loop (a WARPGROUP.DEPBAR after each), hence a separate
@@ -281,11 +281,11 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
     for (;;) {
       const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
       if (word == kNoMoreTiles) break;
-      const int mt = word_tile(word) / n_tiles, nt = word_tile(word) - mt * n_tiles;
+      const auto [mt, nt] = tile_mn(word_tile(word), n_tiles);
       const bool half = word_half(word);
       if (half && c == 1) {
         skip_tile(sm, it, k_blocks, c, tid, lane);
-        named_bar_sync(4, 256);  // consumer 0's epilogue of this tile is done: start the next one together
+        half_tile_wait();
         continue;
       }
       // One wgmma group per k-block, kept one deep in flight: after issuing block kb, wait
@@ -355,7 +355,7 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
           tma_store_commit();
         }
       }
-      if (half) named_bar_arrive(4, 256);  // (consumer 0) consumer 1 waits for this
+      if (half) half_tile_done();
     }
     if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
   }

@@ -4,6 +4,7 @@
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/types.cuh"
+#include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ring.cuh"
 #include "sm90/tile_words.cuh"
 #if GEMM_STAGE == 1
@@ -34,7 +35,8 @@ __device__ __forceinline__ void produce_tiles(u64 (&full)[STAGES], u64 (&empty)[
   u32 it = 0;  // k-block counter over all tiles: stage it % STAGES, phase (it / STAGES) & 1
   for (int t = atomicAdd(counter, 1); t < total;) {
     const int next = atomicAdd(counter, 1);  // in flight while this tile's stages are issued
-    const int mt = t / n_tiles, nt = t - mt * n_tiles, e = tile_expert[mt];
+    const auto [mt, nt] = tile_mn(t, n_tiles);
+    const int e = tile_expert[mt];
     const int word = tile_word(t, half_tile<BM>(counts, seg_off, e, mt));
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const u32 s = it % STAGES;
@@ -50,6 +52,13 @@ __device__ __forceinline__ void produce_tiles(u64 (&full)[STAGES], u64 (&empty)[
   tile[it % STAGES] = kNoMoreTiles;
   mbar_arrive(smem_u32(&full[it % STAGES]));
 }
+
+// Half tiles keep the two consumer warpgroups (256 threads) starting every tile together: after
+// passing over a half tile, consumer 1 waits (half_tile_wait) until consumer 0 has issued the
+// tile's stores (half_tile_done), on a named barrier of its own.
+constexpr u32 kHalfTileBar = 4;
+__device__ __forceinline__ void half_tile_wait() { named_bar_sync(kHalfTileBar, 256); }
+__device__ __forceinline__ void half_tile_done() { named_bar_arrive(kHalfTileBar, 256); }
 
 // Byte offset, inside a 64 x 64 bf16 store box, of this thread's 4 bytes of n8-chunk q in row
 // r0 (row r0 + 8 is at + 8 * 128). Box layout as TMA SWIZZLE_128B reads it: row r at byte
