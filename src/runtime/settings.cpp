@@ -45,8 +45,8 @@ Settings settings_from(const std::function<const char*(const char*)>& env) {
   }
   if (const char* x = env("MOEFORGE_SM90_DECODE_BT"); x && *x) {
     const std::string v = x;
-    if (v == "16" || v == "32" || v == "64") s.sm90_decode_bt = std::stoi(v);
-    else warn("MOEFORGE_SM90_DECODE_BT='" + v + "' is not 16, 32 or 64; using the planner's rule");
+    if (v == "16" || v == "32" || v == "64" || v == "128") s.sm90_decode_bt = std::stoi(v);
+    else warn("MOEFORGE_SM90_DECODE_BT='" + v + "' is not 16, 32, 64 or 128; using the planner's rule");
   }
   return s;
 }

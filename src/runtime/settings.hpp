@@ -29,7 +29,7 @@ struct Settings {
   std::string fault_stage;  // "" = none
   std::string commit = "unknown";  // for result records
   double sm90_crossover = -1;      // < 0: the tuned table
-  int sm90_decode_bt = 0;          // 0: the planner's rule; else 16, 32 or 64
+  int sm90_decode_bt = 0;          // 0: the planner's rule; else 16, 32, 64 or 128
 };
 
 // Reads the environment on first call; the same object afterwards.

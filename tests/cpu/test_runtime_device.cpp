@@ -126,10 +126,12 @@ TEST(RuntimeSettings, ReadFromEnvironmentOnce) {
     s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_CROSSOVER", bad}}));
     EXPECT_LT(s.sm90_crossover, 0) << bad;
   }
-  // The decode token tile: 16, 32 or 64, else a warning naming it and the rule.
+  // The decode token tile: 16, 32, 64 or 128, else a warning naming it and the rule.
   EXPECT_EQ(s.sm90_decode_bt, 0);  // unset: the planner's rule
   s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", "32"}}));
   EXPECT_EQ(s.sm90_decode_bt, 32);
+  s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", "128"}}));
+  EXPECT_EQ(s.sm90_decode_bt, 128);
   for (const char* bad : {"0", "48", "16x", "-16"}) {
     s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", bad}}));
     EXPECT_EQ(s.sm90_decode_bt, 0) << bad;
@@ -137,7 +139,7 @@ TEST(RuntimeSettings, ReadFromEnvironmentOnce) {
   set_warning_sink(old);
   ASSERT_EQ(warned.size(), 7u);
   EXPECT_NE(warned[0].find("MOEFORGE_SM90_CROSSOVER='-1'"), std::string::npos) << warned[0];
-  EXPECT_NE(warned[3].find("MOEFORGE_SM90_DECODE_BT='0' is not 16, 32 or 64"), std::string::npos) << warned[3];
+  EXPECT_NE(warned[3].find("MOEFORGE_SM90_DECODE_BT='0' is not 16, 32, 64 or 128"), std::string::npos) << warned[3];
 }
 
 TEST(RuntimeBudget, ConfigsOverTheDeviceLimitsAreRejectedWithNumbers) {

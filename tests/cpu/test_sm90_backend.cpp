@@ -94,12 +94,14 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
     }
     decode += k.entry == "moe_sm90_decode";
   }
-  EXPECT_EQ(sm90_only, 2 + 6);  // wide GEMM 1 and 2; decode GEMM 1 and 2 for 3 token tiles
-  EXPECT_EQ(decode, 6);
-  // Two decode CTAs per SM at every token tile (the streaming depth the kernel assumes).
+  EXPECT_EQ(sm90_only, 2 + 8);  // wide GEMM 1 and 2; decode GEMM 1 and 2 for 4 token tiles
+  EXPECT_EQ(decode, 8);
+  // As many decode CTAs per SM as the kernel assumes at each token tile (its streaming depth).
   const int et = s.num_experts + s.num_shared_experts;
   for (int bt : sm90::kDecodeTiles)
-    EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, sm90::Codes::BF16, et) + 1024), h.smem_per_sm) << bt;
+    EXPECT_LE(sm90::decode_ctas_per_sm(bt) * (sm90::decode_smem_bytes(bt, sm90::Codes::BF16, et) + 1024),
+              h.smem_per_sm)
+        << bt;
   // 4 stages x (16 KB of weights + 8 KB of tokens), the ring's barriers, 257 experts' ids and
   // running unit counts (6 bytes each), rounded to 1 KB, plus 1 KB of alignment slack.
   EXPECT_EQ(sm90::decode_smem_bytes(64, sm90::Codes::BF16, et), 99 * 1024);
@@ -115,16 +117,17 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
       q_sm90 += !k.targets.empty();
       q_gathers += k.entry == "moe_sm90_gather";
     }
-    EXPECT_EQ(q_sm90, 2 + 6);
+    EXPECT_EQ(q_sm90, 2 + 8);
     EXPECT_EQ(q_gathers, 2);  // natural and permuted K order
     const sm90::Codes c = sm90::codes(q);
     for (int bt : sm90::kDecodeTiles) {
-      EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, et) + 1024), h.smem_per_sm) << bt;
-      EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
+      const int ctas = sm90::decode_ctas_per_sm(bt);
+      EXPECT_LE(ctas * (sm90::decode_smem_bytes(bt, c, et) + 1024), h.smem_per_sm) << bt;
+      EXPECT_LE(ctas * (sm90::decode_smem_bytes(bt, c, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
     }
   }
   // W8A8: the QGMMA GEMM pair, the quantizing gather, the h quantizer and the two FP8 round
-  // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (6) after the
+  // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (8) after the
   // permuted gather (portable-compatible, no target).
   MoeSpec a8 = s;
   a8.weight_format = WeightFormat::FP8_Block128;
@@ -140,9 +143,9 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
                 k.defines.end());
     }
   }
-  EXPECT_EQ(a8_sm90, 2 + 1 + 3 + 6);
+  EXPECT_EQ(a8_sm90, 2 + 1 + 3 + 8);
   EXPECT_EQ(a8_quant, 3);
-  EXPECT_EQ(a8_decode, 6);
+  EXPECT_EQ(a8_decode, 8);
 }
 
 // The W4A16 K permutation (kernels/sm90/w4_format.cuh): a bijection of each

@@ -40,7 +40,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     }
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
-    for (int i = 0; i < 3; ++i)
+    for (size_t i = 0; i < std::size(kDecodeTiles); ++i)
       for (int stage : {1, 2})
         decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
@@ -111,12 +111,13 @@ class Sm90Gemms final : public portable::GemmPlugin {
     while (kDecodeTiles[ti] != bt) ++ti;
     const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, uint32_t(bt), "gathered x");
     const CUtensorMap h = encode_bf16_2d(c.h, I, rows, I * 2, uint32_t(bt), "h");
-    // Persistent grid: two CTAs per SM at most, fewer when there are fewer (expert with rows,
-    // weight tile) items; at most T * k + S experts have rows.
+    // Persistent grid: as many CTAs as fit the SMs at once (two or one each), fewer when there
+    // are fewer (expert with rows, weight tile) items; at most T * k + S experts have rows.
     const int64_t et = spec_.num_experts + spec_.num_shared_experts;
     const int64_t experts = std::clamp<int64_t>(c.tokens * spec_.topk + spec_.num_shared_experts, 1, et);
+    const int64_t slots = int64_t(decode_ctas_per_sm(bt)) * sm_count_;
     auto grid = [&](int64_t n) {
-      return rt::Dim3{unsigned(std::min<int64_t>(2 * sm_count_, experts * ceil_div(n, kDecodeRows)))};
+      return rt::Dim3{unsigned(std::min<int64_t>(slots, experts * ceil_div(n, kDecodeRows)))};
     };
     const Codes dc = decode_codes(codes_);
     const unsigned smem = unsigned(decode_smem_bytes(bt, dc, int(et)));
@@ -205,7 +206,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
   const rt::LoadedKernel* quantize_ = nullptr;  // W8A8: h in place between the QGMMA GEMMs
   // W8A8 below the crossover: x and h rounded through FP8 for the W8A16 decode GEMMs.
   const rt::LoadedKernel *round_trip_x_ = nullptr, *round_trip_h_ = nullptr;
-  const rt::LoadedKernel* decode_[3][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
+  const rt::LoadedKernel* decode_[std::size(kDecodeTiles)][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4: their codes)
   CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4, w8: the wide GEMMs' scale boxes
   CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode; w4, w8: their codes)

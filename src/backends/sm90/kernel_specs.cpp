@@ -120,7 +120,7 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
   k.smem_bytes = smem;
-  k.min_blocks_per_sm = 2;
+  k.min_blocks_per_sm = decode_ctas_per_sm(bt);
   k.targets = {kTarget};
   return k;
 }

@@ -61,16 +61,19 @@ constexpr int kGatherThreads = 256;
 // warps a block, 32 rows: more rows in flight than one block a tile (those kernels are
 // latency-bound, not bandwidth-bound, with a warp working through 16 rows in turn).
 constexpr unsigned kGatherSplit = 4;
-// Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32 or 64;
-// bf16 weights: 4 stages of 64 K (16 KB); NVFP4 (W4): stages of 256 K (16 KB codes + 2 KB
-// scales), 4 / 3 / 2 of them at token tiles 16 / 32 / 64; FP8 (W8): stages of 128 K (16 KB
-// codes + 512 B scales), 4 / 4 / 3 of them (two CTAs per SM).
+// Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32, 64 (two
+// CTAs per SM) or 128 (one); bf16 weights: 4 stages of 64 K (16 KB; 6 at 128); NVFP4 (W4):
+// stages of 256 K (16 KB codes + 2 KB scales), 4 / 3 / 2 / 2 of them at token tiles 16 / 32 /
+// 64 / 128; FP8 (W8): stages of 128 K (16 KB codes + 512 B scales), 4 / 4 / 3 / 4 of them.
 constexpr int kDecodeRows = 128;
+constexpr int decode_ctas_per_sm(int bt) { return bt == 128 ? 1 : 2; }
 constexpr int decode_stage_k(Codes c) {
   return c == Codes::W4 ? 4 * kBK : (c == Codes::W8 || c == Codes::W8A8) ? 2 * kBK : kBK;
 }
 constexpr int decode_stages(int bt, Codes c) {
-  return c == Codes::W4 ? (bt == 16 ? 4 : bt == 32 ? 3 : 2) : c == Codes::W8 ? (bt == 64 ? 3 : 4) : 4;
+  return c == Codes::W4   ? (bt == 16 ? 4 : bt == 32 ? 3 : 2)
+         : c == Codes::W8 ? (bt == 64 ? 3 : 4)
+                          : (bt == 128 ? 6 : 4);
 }
 // experts: E + S (the kernel lists the experts with rows and their running work-unit counts in
 // shared memory: 2 + 4 bytes each).
@@ -101,7 +104,7 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
 // The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
 inline bool permuted_k(Codes c) { return c != Codes::BF16; }
-inline constexpr int kDecodeTiles[] = {16, 32, 64};
+inline constexpr int kDecodeTiles[] = {16, 32, 64, 128};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
 // wide and the decode GEMMs; and all of them, the portable ones included.
 std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec);

@@ -8,7 +8,7 @@
 //   GEMM_STAGE 1:  h[row, f] = act(gate, up)           (rows of expert e, f < I)
 //   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e][n])
 //
-// Persistent: grid = min(2 x SMs, Y x N / 128) CTAs (two per SM), block = 384. Work units
+// Persistent: grid = min(2 x SMs, Y x N / 128) CTAs (two per SM; BT = 128: one), block = 384. Work units
 // are (expert with rows, 128-row weight tile, BT-token chunk of that expert), the experts and
 // their unit counts listed on the device from counts (a ballot and a scan per 32 experts; the
 // host bounds their number by Y = min(E_TOTAL, T * k + S)). Every unit streams one weight tile
@@ -22,7 +22,7 @@
 // (one thread issues TMA: the 128 x 64 weight tile and the BT x 64 token tile of each
 // k-block into a 4-stage ring), warpgroups 1 and 2 each own 64 of the 128 weight rows: one
 // m64nBTk16 wgmma per k16 step (A = weights, B = tokens, both K-major 128B-swizzled smem, the
-// descriptors of grouped_gemm.cuh), one group in flight. Two CTAs per SM (96 KB of smem each
+// descriptors of grouped_gemm.cuh), one group in flight. Two CTAs per SM at BT <= 64 (96 KB of smem each
 // at BT = 64), so 384 KB of weights are in flight per SM. An expert with more than BT tokens
 // has a unit per chunk, each re-streaming the tile (from L2 for all but the first: the planner
 // keeps BT >= 2x the average rows per expert; past its crossover the 128-row-tile kernels run).
@@ -55,7 +55,7 @@
 // 16 codes of rows r and r + 8 (two 128-bit shared loads) and dequantizes them with the
 // row's scale into the same register A fragments (sm90/w8a16.cuh, the W4 K order).
 //
-// Defines: GEMM_STAGE, BT (16, 32, 64), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
+// Defines: GEMM_STAGE, BT (16, 32, 64, 128), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
 // W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), ACT,
 // ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked).
 #pragma once
@@ -82,18 +82,21 @@
 namespace sm90dec {
 
 constexpr int WM = 128, BK = 64, kConsumers = 2, kThreads = 128 * (1 + kConsumers);
+// Token tiles up to 64 run two CTAs per SM; 128 (the larger batches of the dequantizing
+// formats: half the dequantization per multiply of 64) one, for its 64 accumulators.
+constexpr int kCtasPerSm = BT == 128 ? 1 : 2;
 #if W4
 constexpr int SUB = 4;                                  // 64-column sub-blocks per stage
-constexpr int STAGES = BT == 16 ? 4 : BT == 32 ? 3 : 2;  // two CTAs per SM
+constexpr int STAGES = BT == 16 ? 4 : BT == 32 ? 3 : 2;  // BT = 128: 82 KB stages, one CTA
 constexpr u32 kWBytes = WM * BK * SUB / 2;              // codes: 128 rows x 128 B
 constexpr u32 kSBytes = SUB * 2 * WM * 2;               // scales [8 k tiles][WM rows][2 groups]
 #elif W8
 constexpr int SUB = 2;                         // a stage is one 128-column scale block
-constexpr int STAGES = BT == 64 ? 3 : 4;       // two CTAs per SM
+constexpr int STAGES = BT == 64 ? 3 : 4;       // BT = 128: 48.5 KB stages, one CTA
 constexpr u32 kWBytes = WM * BK * SUB;         // codes: 128 rows x 128 B
 constexpr u32 kSBytes = WM * 4;                // the rows' f32 scales of this block
 #else
-constexpr int SUB = 1, STAGES = 4;
+constexpr int SUB = 1, STAGES = BT == 128 ? 6 : 4;
 constexpr u32 kWBytes = WM * BK * 2, kSBytes = 0;
 #endif
 constexpr int KS = BK * SUB;  // K per stage
@@ -102,11 +105,12 @@ constexpr int KS = BK * SUB;  // K per stage
 // (384 x 80 per CTA); the producer needs few, so the consumers take 96 and hold two A
 // fragment sets next to BT / 2 accumulators (BT = 64: 32 + 32), letting the dequantization
 // of one 64-column sub-block overlap the wgmma group of the previous one. 128 x 40 + 256 x 96
-// = 29696 <= 30720: the increase never waits for registers the CTA does not have.
-constexpr int kProducerRegs = 40, kConsumerRegs = 96;
+// = 29696 <= 30720: the increase never waits for registers the CTA does not have. One CTA
+// per SM (BT = 128) launches with 168 and splits 40 / 232 (64512 of 65536).
+constexpr int kProducerRegs = 40, kConsumerRegs = kCtasPerSm == 1 ? 232 : 96;
 #endif
 constexpr u32 kStageBytes = kWBytes + kSBytes + BT * KS * 2;
-static_assert(BT == 16 || BT == 32 || BT == 64, "token tile");
+static_assert(BT == 16 || BT == 32 || BT == 64 || BT == 128, "token tile");
 
 struct Smem {
   alignas(1024) u16 x[STAGES][SUB][BT * BK];       // SUB boxes of BT x 128 B (multiples of the 1024-B atom)
@@ -154,7 +158,7 @@ __device__ __forceinline__ void list_active_experts(const int* __restrict__ coun
 
 // W4: tm_s = the scales' 3-D map, gscale = [E_TOTAL] global scales. W8: tm_s = the scales'
 // 3-D map (gscale unused). bf16: both unused (any map, null).
-extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, 2)
+extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPerSm)
     moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_s,
                     const __grid_constant__ TensorMap tm_x, const float* __restrict__ gscale,
                     const int* __restrict__ counts, const i64* __restrict__ seg_off,

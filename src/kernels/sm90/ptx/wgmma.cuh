@@ -185,9 +185,10 @@ template <int N>
 __device__ __forceinline__ void wgmma_m64nk16_bf16_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
   if constexpr (N == 16) wgmma_m64n16k16_bf16_ss(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 32) wgmma_m64n32k16_bf16_ss(d, desc_a, desc_b, scale_d);
+  else if constexpr (N == 64) wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, scale_d);
   else {
-    static_assert(N == 64, "token tiles of 16, 32 or 64");
-    wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, scale_d);
+    static_assert(N == 128, "token tiles of 16, 32, 64 or 128");
+    wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, scale_d);
   }
 }
 
@@ -238,12 +239,25 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16_rs(float (&d)[32], const u3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
+// As above with N = 128 (64 accumulator registers per thread).
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      SM90_WGMMA_R64_LO
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      :
+        SM90_WGMMA_D64_LO(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
 template <int N>
 __device__ __forceinline__ void wgmma_m64nk16_bf16_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
   if constexpr (N == 16) wgmma_m64n16k16_bf16_rs(d, a, desc_b, scale_d);
   else if constexpr (N == 32) wgmma_m64n32k16_bf16_rs(d, a, desc_b, scale_d);
+  else if constexpr (N == 64) wgmma_m64n64k16_bf16_rs(d, a, desc_b, scale_d);
   else {
-    static_assert(N == 64, "token tiles of 16, 32 or 64");
-    wgmma_m64n64k16_bf16_rs(d, a, desc_b, scale_d);
+    static_assert(N == 128, "token tiles of 16, 32, 64 or 128");
+    wgmma_m64n128k16_bf16_rs(d, a, desc_b, scale_d);
   }
 }

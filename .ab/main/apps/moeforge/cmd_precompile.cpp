@@ -1,0 +1,150 @@
+// moeforge precompile: fill the kernel cache ahead of time for given exact
+// targets (container images, air-gapped hosts, CI). NVRTC only: no GPU needed.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "commands.hpp"
+#include "moeforge/errors.hpp"
+#include "moeforge/spec.hpp"
+#include "runtime/cache.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/device.hpp"
+#include "runtime/jit.hpp"
+
+namespace moeforge::cli {
+namespace {
+
+struct Options {
+  std::string targets;
+  std::vector<std::string> models;
+  bool all_presets = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    if (j > i) out.push_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string spec_id(const rt::KernelSpec& k) {
+  std::string id = k.source + "|" + k.entry + "|";
+  for (auto& [a, b] : k.defines) id += a + "=" + b + ";";
+  for (auto& o : k.options) id += "|" + o;
+  return id;
+}
+
+// One line, rewritten in place, when stderr is a terminal.
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(::isatty(2)) {}
+  void update(size_t done, const std::string& what) {
+    if (!tty_) return;
+    const int width = 30;
+    const int filled = total_ ? int(width * done / total_) : width;
+    std::string what_short = what.size() > 50 ? what.substr(0, 47) + "..." : what;
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu %-50s", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), done, total_, what_short.c_str());
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (tty_) std::fprintf(stderr, "\r%*s\r", 100, "");
+  }
+
+ private:
+  size_t total_;
+  bool tty_;
+};
+
+int run(const Options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // Targets: each must be a moeforge target name and accepted by this NVRTC.
+  std::vector<std::string> targets = split(o.targets);
+  if (targets.empty()) throw InvalidArgument("--target", "expected a comma-separated list such as sm_90a,sm_121a");
+  const std::vector<int> nvrtc_sms = rt::nvrtc_supported_sms();
+  for (const std::string& t : targets) {
+    const int sm = rt::target_sm_number(t);
+    bool ok = false;
+    for (int s : nvrtc_sms) ok |= s == sm;
+    if (!ok) throw Unsupported(fmt::format("--target {}: NVRTC {} cannot compile for sm_{}", t, rt::nvrtc_version(), sm));
+  }
+  std::vector<std::string> models = o.models;
+  if (o.all_presets) models = presets::names();
+  if (models.empty()) models = {"mistral-small-4"};
+
+  // Every kernel of every GPU backend for every model, once; plus the runtime's own.
+  std::map<std::string, rt::KernelSpec> kernels;
+  kernels.emplace(spec_id(rt::selftest_kernel_spec()), rt::selftest_kernel_spec());
+  kernels.emplace(spec_id(rt::fault_kernel_spec()), rt::fault_kernel_spec());
+  for (const std::string& m : models) {
+    const MoeSpec spec = presets::get(m);
+    for (const Backend* b : all_backends())
+      if (b->needs_gpu())
+        for (const rt::KernelSpec& k : b->kernels(spec)) kernels.emplace(spec_id(k), k);
+  }
+
+  rt::KernelCache& cache = rt::default_cache();
+  size_t jobs = 0;  // kernels built only for some targets (sm90) are skipped for the others
+  for (const std::string& t : targets)
+    for (const auto& [id, k] : kernels) jobs += rt::built_for(k, t);
+  Progress progress(jobs);
+  size_t done = 0, compiled = 0, cached = 0;
+  std::map<std::string, std::pair<size_t, size_t>> per_target;
+  for (const std::string& t : targets)
+    for (const auto& [id, k] : kernels) {
+      if (!rt::built_for(k, t)) continue;
+      progress.update(done, t + " " + k.entry);
+      rt::CompileRequest req{k.source, k.entry, k.defines, k.options, t};
+      rt::CacheResult r;
+      try {
+        r = cache.get(req);
+      } catch (...) {
+        progress.finish();
+        throw;
+      }
+      if (r.from == rt::CacheResult::From::Compiled) {
+        ++compiled;
+        ++per_target[t].first;
+      } else {
+        ++cached;
+        ++per_target[t].second;
+      }
+      ++done;
+    }
+  progress.finish();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string models_str;
+  for (auto& m : models) models_str += (models_str.empty() ? "" : ", ") + m;
+  fmt::print("precompile: {} kernels x {} targets for {} into {} ({})\n", kernels.size(), targets.size(), models_str,
+             cache.root(), cache.mode());
+  for (const auto& [t, n] : per_target) fmt::print("  {}: compiled {}, cached {}\n", t, n.first, n.second);
+  fmt::print("compiled {}, cached {}, {:.1f} s\n", compiled, cached, s);
+  return 0;
+}
+
+}  // namespace
+
+Registered register_precompile(CLI::App& root) {
+  auto opt = std::make_shared<Options>();
+  auto* cmd = root.add_subcommand("precompile", "Compile every kernel into the cache for exact targets (no GPU needed)");
+  cmd->add_option("--target", opt->targets, "Comma-separated exact targets, e.g. sm_90a,sm_121a")->required();
+  cmd->add_option("--model", opt->models, "Preset(s) whose kernels to compile (default: mistral-small-4)");
+  cmd->add_flag("--all-presets", opt->all_presets, "Compile the kernels of every preset");
+  return {cmd, [opt]() -> int { return run(*opt); }};
+}
+
+}  // namespace moeforge::cli

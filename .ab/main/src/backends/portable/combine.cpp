@@ -1,0 +1,22 @@
+// Kernel spec of portable/combine.cuh.
+#include <string>
+
+#include "backends/portable/portable.hpp"
+
+namespace moeforge::portable {
+
+rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out, bool y_bf16) {
+  rt::KernelSpec k;
+  k.source = "portable/combine.cuh";
+  k.entry = "moe_combine";
+  k.defines = {{"E", std::to_string(spec.num_experts)},
+               {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
+               {"TOPK", std::to_string(spec.topk)},
+               {"HIDDEN", std::to_string(spec.hidden)},
+               {"OUT_F16", out == DType::f16 ? "1" : "0"}};
+  if (y_bf16) k.defines.push_back({"Y_BF16", "1"});
+  k.threads = 256;
+  return k;
+}
+
+}  // namespace moeforge::portable

@@ -1,0 +1,216 @@
+// Hopper FP8 x FP8 grouped GEMM (W8A8, QGMMA) over the expert-contiguous padded layout, for
+// FP8 weights with FP8 activations (MoeSpec::activation_format = fp8): the layer as the CPU
+// reference defines it, activations quantized in 1 x 128 groups before each GEMM.
+//
+//   GEMM_STAGE 1:  h[row, f] = act(gate, up)           A = x quantized by the gather (bf16 out [rows, I])
+//   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e]^T)   A = h quantized in place (bf16 out [rows, H])
+//
+// Operands (K = H for GEMM 1, I for GEMM 2; K % 128 == 0):
+//   A  the row-major buffer that held the bf16 rows (row stride 2K bytes): row r's e4m3 codes
+//      in its first K bytes, its K/128 f32 group scales right after them (sm90/quantize.cuh).
+//      TMA: codes box {128 B, 128 rows}, 128B-swizzled; scales box {4 floats, 128 rows} at
+//      the 16-byte aligned group of 4 holding the k-block's scale (a box row must be 16 bytes,
+//      and Hopper's TMA faults with an illegal instruction on a box whose first byte in the
+//      row is not 16-byte aligned): block kb's scale is float kb % 4 of the row's 4.
+//   B  the portable prepared layout: e4m3 [E_TOTAL * N, KP], boxes {128 B, 128 rows},
+//      128B-swizzled; f32 scales [E_TOTAL][KP/128][N] (one per row and 128 columns), box
+//      {128, 1, 1}.
+// Tile 128 x 128 (two consumer warpgroups of 64 rows), BK = 128 = one scale block, 5 stages.
+// Per k-block a consumer issues 4 wgmma m64n128k32 (e4m3 x e4m3 -> f32) into a fresh partial
+// accumulator, and the block is then "promoted": final += partial * a_scale[row] *
+// b_scale[col], in f32 (the scales change every 128 columns of K, so the tensor cores cannot
+// apply them). B's scales are uniform over 128 source rows (FP8_Block128 weights: one scale
+// per 128 x 128 block), and a tile's rows are one 128-row block (GEMM 2) or 64 gate rows and
+// 64 up rows, each a 64-aligned span of one block (GEMM 1's interleave, I % 128 == 0): so a
+// thread needs 4 products a_scale x b_scale per block and one FFMA per accumulator. The
+// scales are read while the wgmma group runs and the stage is released as soon as the group
+// completed, before the promotion. One partial set: 64 + 64 accumulator registers per thread
+// fit the 168 the compiler may use at 384 threads (setmaxnreg raises the limit only at run
+// time); a second set, to overlap a block's promotion with the next block's wgmma group,
+// spilled. While one warpgroup promotes, the other's wgmma group keeps the tensor cores busy.
+// N = 256 would need 256 registers.
+//
+// Roles, persistence, tile order (claimed in order), half tiles (consumer 1 passes over a
+// tile whose rows of its half are all padding), epilogue (swizzled 64 x 64 boxes, TMA
+// stores): as grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
+//
+// Defines: GEMM_STAGE, ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_FP8_SMEM_BYTES (the host's
+// launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
+#pragma once
+#include "common/convert.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/tma.cuh"
+#include "sm90/ptx/warpgroup.cuh"
+#include "sm90/ptx/wgmma.cuh"
+#include "sm90/ring.cuh"
+#include "sm90/tiles.cuh"
+#include "sm90/wait.cuh"
+
+namespace sm90f8 {
+
+constexpr int BM = 128, BN = 128, BK = 128, STAGES = 5;
+constexpr int kConsumers = 2, kThreads = 128 * (1 + kConsumers);
+constexpr int kEpiBox = 64;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+constexpr u32 kStageBytes = BM * BK + BN * BK + BM * 16 + BN * 4;  // A, B codes; A, B scales
+static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
+
+struct Smem {
+  alignas(1024) unsigned char a[STAGES][BM * BK];    // 16 KB
+  alignas(1024) unsigned char b[STAGES][BN * BK];    // 16 KB
+  alignas(1024) u16 d[kConsumers][2][64 * kEpiBox];  // 8 KB per box buffer
+  alignas(128) float as[STAGES][BM * 4];             // A scales: row r's at [4 r]
+  alignas(128) float bs[STAGES][BN];                 // B scales of the block
+  alignas(8) u64 full[STAGES];
+  u64 empty[STAGES];
+  int tile[STAGES];  // ring.cuh stage_word: the tile starting at this stage (tiles.cuh tile_word)
+};
+constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
+static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
+static_assert(kSmemBytes == SM90_FP8_SMEM_BYTES, "the host's fp8 GEMM smem size must match");
+
+// One k-block: 4 x m64n128k32 into p (fresh: the first ignores p's old value).
+__device__ __forceinline__ void issue_block(float (&p)[64], u32 a_addr, u32 b_addr) {
+  wgmma_fence();
+#pragma unroll
+  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
+#pragma unroll
+  for (int kk = 0; kk < BK / 32; ++kk)
+    wgmma_m64n128k32_e4m3_ss(p, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
+                             kk > 0 ? 1u : 0u);
+  wgmma_commit();
+}
+
+// The B scale of n8 chunk q of the tile: GEMM 1 alternates gate (even q) and up (odd q)
+// chunks, whose scales are those of tile rows 0 and 8; GEMM 2's tile is one block.
+constexpr int kOddChunkRow = GEMM_STAGE == 1 ? 8 : 0;
+
+// This thread's combined scales for a k-block: [row r0, r0 + 8][even, odd chunk].
+struct BlockScales {
+  float s[2][2];
+  __device__ __forceinline__ BlockScales(const Smem& sm, u32 s_, int kb, int r0) {
+    const float sa0 = sm.as[s_][4 * r0 + (kb & 3)], sa1 = sm.as[s_][4 * (r0 + 8) + (kb & 3)];
+    const float sb0 = sm.bs[s_][0], sb1 = sm.bs[s_][kOddChunkRow];
+    s[0][0] = sa0 * sb0, s[0][1] = sa0 * sb1, s[1][0] = sa1 * sb0, s[1][1] = sa1 * sb1;
+  }
+};
+
+// final += p * scale for this thread's rows r0, r0 + 8 (within the tile), chunks q.
+__device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const BlockScales& bs) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
+#pragma unroll
+  for (int q = 0; q < 16; ++q) {
+    fin[4 * q + 0] = fmaf(p[4 * q + 0], bs.s[0][q & 1], fin[4 * q + 0]);
+    fin[4 * q + 1] = fmaf(p[4 * q + 1], bs.s[0][q & 1], fin[4 * q + 1]);
+    fin[4 * q + 2] = fmaf(p[4 * q + 2], bs.s[1][q & 1], fin[4 * q + 2]);
+    fin[4 * q + 3] = fmaf(p[4 * q + 3], bs.s[1][q & 1], fin[4 * q + 3]);
+  }
+}
+
+// tiles.cuh; GEMM 1 gives 64 features a tile: one store box per consumer.
+using Epilogue = sm90::TileEpilogue<BM, BN>;
+
+}  // namespace sm90f8
+
+// grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
+// tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
+// [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). counts / seg_off: the permute stage's (half
+// tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh). k_scale0: the
+// first A scale's column in tm_as (floats: K / 4, the codes' bytes; a multiple of 4).
+// row_scale: GEMM 2 only (null for GEMM 1).
+extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
+    moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
+                      const __grid_constant__ TensorMap tm_b, const __grid_constant__ TensorMap tm_bs,
+                      const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
+                      const int* __restrict__ counts, const i64* __restrict__ seg_off,
+                      int* __restrict__ tile_counter, const int* __restrict__ num_tiles, int tile_bound,
+                      const float* __restrict__ row_scale,
+                      int n_tiles, int n_per_expert, int k_blocks, int k_scale0) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "sm90/fp8_gemm.cuh must be compiled for sm_90a"
+#endif
+  using namespace sm90f8;
+  Smem& sm = aligned_smem<Smem>();
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
+  __syncthreads();
+  const int m_tiles = min(*num_tiles, tile_bound);
+
+  if (wg == 0) {
+    // ================= producer warpgroup
+    setmaxnreg_dec<kProducerRegs>();
+    if (tid == 0) {
+      tma_prefetch_desc(&tm_a);
+      tma_prefetch_desc(&tm_as);
+      tma_prefetch_desc(&tm_b);
+      tma_prefetch_desc(&tm_bs);
+      auto load = [&](u32 s, u32 full, int kb, int mt, int nt, int e) {
+        tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
+        tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + (kb & ~3), mt * BM, full);
+        tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, e * n_per_expert + nt * BN, full);  // the expert: a coordinate
+        tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
+      };
+      sm90::produce_tiles<BM>(sm.full, sm.empty, sm.tile, tile_counter, m_tiles * n_tiles, n_tiles, k_blocks,
+                              tile_expert, counts, seg_off, kStageBytes, load);
+    }
+    return;
+  }
+
+  // ================= consumer warpgroups: rows c*64 .. c*64+63 of each tile
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1;
+  const int g = lane >> 2, t = lane & 3;
+  const int r_local = warp * 16 + g;  // within the consumer's 64 (second: + 8)
+  const int r_tile = c * 64 + r_local;
+  Epilogue epi;
+#if GEMM_STAGE == 2
+  epi.row_scale = row_scale;
+#endif
+  float fin[64], p[64];
+  u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
+  u32 it = 0;
+  for (;;) {
+    const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
+    if (word == sm90::kNoMoreTiles) break;
+    const auto [mt, nt] = sm90::tile_mn(sm90::word_tile(word), n_tiles);
+    const bool half = sm90::word_half(word);
+    if (half && c == 1) {
+      pass_stages(sm.full, sm.empty, it, k_blocks, lane);
+      sm90::half_tile_wait();
+      continue;
+    }
+#pragma unroll
+    for (int i = 0; i < 64; ++i) fin[i] = 0.f;
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+      issue_block(p, smem_u32(sm.a[s]) + c * 64 * 128, smem_u32(sm.b[s]));
+      const BlockScales scales(sm, s, kb, r_tile);  // while the group runs
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));  // operands and scales consumed
+      promote(fin, p, scales);
+    }
+
+    // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
+    const int m_row0 = mt * BM + c * 64;
+    epi.begin_tile(mt, c, r_local);
+#pragma unroll
+    for (int j = 0; j < Epilogue::kBoxes; ++j, ++boxes) {
+      const int buf = boxes & 1;
+      if (tid == 0) tma_store_wait_read<1>();  // the store that last read `buf` is done reading
+      named_bar_sync(1 + c, 128);
+      unsigned char* box = reinterpret_cast<unsigned char*>(sm.d[c][buf]);
+      epi.fill(fin, j, box, r_local, g, t);
+      fence_proxy_async_smem();  // generic-proxy smem writes -> visible to the TMA store
+      named_bar_sync(1 + c, 128);
+      if (tid == 0) {
+        tma_store_2d(&tm_d, epi.col(nt, j), m_row0, smem_u32(box));
+        tma_store_commit();
+      }
+    }
+    if (half) sm90::half_tile_done();
+  }
+  if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
+}

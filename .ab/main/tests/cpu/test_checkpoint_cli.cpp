@@ -1,0 +1,54 @@
+// `moeforge run --checkpoint DIR --layer L` as a user runs it (fixtures: MOEFORGE_FIXTURES_DIR).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_runtime_support.hpp"
+
+namespace {
+
+std::string fixtures() {
+  const char* d = std::getenv("MOEFORGE_FIXTURES_DIR");
+  return d ? d : "";
+}
+
+TEST(CheckpointCli, RunChecksEveryLayoutOnTheCpu) {
+  if (fixtures().empty()) GTEST_SKIP() << "MOEFORGE_FIXTURES_DIR is not set: tools/test.d/10-checkpoints.sh sets it";
+  for (const char* name : {"bf16-mixtral", "fp8-deepseek", "nvfp4-ct", "nvfp4-modelopt", "mxfp4-gptoss", "fp8-ct-channel"}) {
+    const std::string layer = std::string(name) == "fp8-deepseek" ? "1" : "0";
+    int code = -1;
+    const std::string out = moeforge::testing::run_capture(
+        std::string(MOEFORGE_CLI_PATH) + " run --checkpoint " + fixtures() + "/" + name + " --layer " + layer +
+            " --tokens 5 --backend cpu --check --json 2>/dev/null",
+        &code);
+    ASSERT_EQ(code, 0) << name << ": " << out;
+    const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+    EXPECT_EQ(j["backend"], "cpu");
+    EXPECT_EQ(j["layer"].get<int>(), std::stoi(layer));
+    EXPECT_EQ(j["routing"], "x . router weight^T") << name;
+    EXPECT_EQ(j["unwritten"], 0);
+    EXPECT_TRUE(j["check"]["passed"].get<bool>()) << name;
+    EXPECT_NE(j["layout"].get<std::string>().find("layer " + layer), std::string::npos);
+  }
+}
+
+TEST(CheckpointCli, ErrorsNameTheProblemWithTheIoExitCode) {
+  int code = -1;
+  std::string out = moeforge::testing::run_capture(
+      std::string(MOEFORGE_CLI_PATH) + " run --checkpoint /nonexistent/ckpt --tokens 2 2>&1", &code);
+  EXPECT_EQ(code, 7) << out;
+  EXPECT_NE(out.find("/nonexistent/ckpt: not a checkpoint directory"), std::string::npos) << out;
+  if (fixtures().empty()) return;
+  out = moeforge::testing::run_capture(std::string(MOEFORGE_CLI_PATH) + " run --checkpoint " + fixtures() +
+                                           "/hostile/truncated --tokens 2 2>&1", &code);
+  EXPECT_EQ(code, 7) << out;
+  EXPECT_NE(out.find("truncated"), std::string::npos) << out;
+  out = moeforge::testing::run_capture(std::string(MOEFORGE_CLI_PATH) + " run --checkpoint " + fixtures() +
+                                           "/bf16-qwen3 --model deepseek-v3 --tokens 2 2>&1", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--model"), std::string::npos) << out;
+}
+
+}  // namespace

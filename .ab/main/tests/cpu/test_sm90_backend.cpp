@@ -1,0 +1,398 @@
+// The sm90 backend's host side without a GPU: what it serves, its planner, its resource
+// budgets against an H100/H200-sized device and a non-Hopper one, and its self-test sizes.
+// (Its kernels compile for sm_90a in RuntimeCompile.EveryKernelForEveryTarget; they run in
+// the GPU suite, tests/gpu/test_layer.cpp.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/portable/portable.hpp"
+#include "backends/selftest.hpp"
+#include "backends/sm90/sm90.hpp"
+#include "kernels/sm90/decode_units.cuh"
+#include "kernels/sm90/tile_words.cuh"
+#include "kernels/sm90/w4_format.cuh"
+#include "moeforge/errors.hpp"
+#include "moeforge/formats.hpp"
+#include "moeforge/spec.hpp"
+#include "runtime/device.hpp"
+#include "runtime/jit.hpp"
+
+namespace moeforge {
+namespace {
+
+rt::DeviceInfo hopper() {  // the limits an H200 reports (tests/gpu record the real ones)
+  rt::DeviceInfo d;
+  d.name = "H200-like";
+  d.cc_major = 9;
+  d.target = "sm_90a";
+  d.sm_count = 132;
+  d.smem_optin_per_block = 232448;
+  d.smem_per_sm = 233472;
+  d.regs_per_block = d.regs_per_sm = 65536;
+  d.max_threads_per_block = 1024;
+  d.max_grid_x = 2147483647;
+  d.max_grid_y = d.max_grid_z = 65535;
+  d.total_mem = int64_t(141) << 30;
+  return d;
+}
+
+TEST(Sm90Backend, ServesBf16WithoutBiasAndSaysWhyNotOtherwise) {
+  const Backend& b = sm90_backend();
+  EXPECT_EQ(b.name(), "sm90");
+  EXPECT_GT(b.priority(), portable_backend().priority());
+  EXPECT_EQ(b.why_not(presets::get("mistral-small-4"), nullptr), "no CUDA device");
+  const rt::DeviceInfo h = hopper();
+  for (const char* p : {"mistral-small-4", "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b"})
+    EXPECT_EQ(b.why_not(presets::get(p), &h), "") << p;
+  EXPECT_NE(b.why_not(presets::get("gpt-oss-120b"), &h).find("bias"), std::string::npos);
+  MoeSpec mx = presets::get("mistral-small-4");
+  mx.weight_format = WeightFormat::MXFP4;
+  EXPECT_NE(b.why_not(mx, &h).find("mxfp4"), std::string::npos);
+  // NVFP4 and FP8: served (W4A16 / W8A16 GEMMs) when H and I are multiples of 64.
+  for (WeightFormat f : {WeightFormat::NVFP4, WeightFormat::FP8_Block128}) {
+    MoeSpec q = presets::get("mistral-small-4");
+    q.weight_format = f;
+    EXPECT_EQ(b.why_not(q, &h), "") << to_string(f);
+    q.intermediate = q.shared_intermediate = 2048 + 32;
+    EXPECT_NE(b.why_not(q, &h).find("divisible by 64"), std::string::npos) << b.why_not(q, &h);
+  }
+  // FP8 activations: served with FP8 weights (W8A8) when H and I are multiples of 128.
+  MoeSpec a8 = presets::get("deepseek-v3");
+  a8.weight_format = WeightFormat::FP8_Block128;
+  a8.activation_format = ActivationFormat::FP8_Group128;
+  EXPECT_EQ(b.why_not(a8, &h), "");
+  EXPECT_NE(portable_backend().why_not(a8, &h).find("activation"), std::string::npos);
+  MoeSpec a8_bf16w = a8;
+  a8_bf16w.weight_format = WeightFormat::BF16;
+  EXPECT_NE(b.why_not(a8_bf16w, &h).find("need fp8 weights"), std::string::npos) << b.why_not(a8_bf16w, &h);
+  a8.intermediate = a8.shared_intermediate = 2048 + 64;
+  EXPECT_NE(b.why_not(a8, &h).find("divisible by 128"), std::string::npos) << b.why_not(a8, &h);
+  rt::DeviceInfo ada = h;
+  ada.cc_major = 8;
+  ada.cc_minor = 9;
+  ada.target = "sm_89";
+  EXPECT_NE(b.why_not(presets::get("mistral-small-4"), &ada).find("sm_90a"), std::string::npos);
+}
+
+TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
+  const rt::DeviceInfo h = hopper();
+  const MoeSpec s = presets::get("deepseek-v3");
+  int sm90_only = 0, decode = 0;
+  for (const rt::KernelSpec& k : sm90_backend().kernels(s)) {
+    EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
+    if (!k.targets.empty()) {
+      ++sm90_only;
+      EXPECT_TRUE(rt::built_for(k, "sm_90a"));
+      EXPECT_FALSE(rt::built_for(k, "sm_100a"));
+    }
+    decode += k.entry == "moe_sm90_decode";
+  }
+  EXPECT_EQ(sm90_only, 2 + 6);  // wide GEMM 1 and 2; decode GEMM 1 and 2 for 3 token tiles
+  EXPECT_EQ(decode, 6);
+  // Two decode CTAs per SM at every token tile (the streaming depth the kernel assumes).
+  const int et = s.num_experts + s.num_shared_experts;
+  for (int bt : sm90::kDecodeTiles)
+    EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, sm90::Codes::BF16, et) + 1024), h.smem_per_sm) << bt;
+  // 4 stages x (16 KB of weights + 8 KB of tokens), the ring's barriers, 257 experts' ids and
+  // running unit counts (6 bytes each), rounded to 1 KB, plus 1 KB of alignment slack.
+  EXPECT_EQ(sm90::decode_smem_bytes(64, sm90::Codes::BF16, et), 99 * 1024);
+  // NVFP4 and FP8: the dequantizing wide GEMMs and the W4A16 / W8A16 decode GEMMs, all within
+  // the limits, two decode CTAs per SM even at the largest expert count the runtime takes.
+  for (WeightFormat f : {WeightFormat::NVFP4, WeightFormat::FP8_Block128}) {
+    SCOPED_TRACE(to_string(f));
+    MoeSpec q = s;
+    q.weight_format = f;
+    int q_sm90 = 0, q_gathers = 0;
+    for (const rt::KernelSpec& k : sm90_backend().kernels(q)) {
+      EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
+      q_sm90 += !k.targets.empty();
+      q_gathers += k.entry == "moe_sm90_gather";
+    }
+    EXPECT_EQ(q_sm90, 2 + 6);
+    EXPECT_EQ(q_gathers, 2);  // natural and permuted K order
+    const sm90::Codes c = sm90::codes(q);
+    for (int bt : sm90::kDecodeTiles) {
+      EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, et) + 1024), h.smem_per_sm) << bt;
+      EXPECT_LE(2 * (sm90::decode_smem_bytes(bt, c, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
+    }
+  }
+  // W8A8: the QGMMA GEMM pair, the quantizing gather, the h quantizer and the two FP8 round
+  // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (6) after the
+  // permuted gather (portable-compatible, no target).
+  MoeSpec a8 = s;
+  a8.weight_format = WeightFormat::FP8_Block128;
+  a8.activation_format = ActivationFormat::FP8_Group128;
+  int a8_sm90 = 0, a8_quant = 0, a8_decode = 0;
+  for (const rt::KernelSpec& k : sm90_backend().kernels(a8)) {
+    EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
+    a8_sm90 += !k.targets.empty();
+    a8_quant += k.entry == "moe_sm90_quantize_rows";
+    if (k.entry == "moe_sm90_decode") {
+      ++a8_decode;
+      EXPECT_NE(std::find(k.defines.begin(), k.defines.end(), std::pair<std::string, std::string>{"W8", "1"}),
+                k.defines.end());
+    }
+  }
+  EXPECT_EQ(a8_sm90, 2 + 1 + 3 + 6);
+  EXPECT_EQ(a8_quant, 3);
+  EXPECT_EQ(a8_decode, 6);
+}
+
+// The W4A16 K permutation (kernels/sm90/w4_format.cuh): a bijection of each
+// 64-column block whose inverse is logical_k, and thread t's 16 codes (physical t*16 ..
+// t*16+15) are exactly the logical columns its wgmma A fragment holds: 2t, 2t+1, 2t+8, 2t+9
+// of every k16 step.
+TEST(Sm90Backend, W4PermutationMatchesTheFragmentLayout) {
+  std::set<int> seen;
+  for (int L = 0; L < 64; ++L) {
+    const int p = w4::physical_k(L);
+    ASSERT_TRUE(p >= 0 && p < 64) << L;
+    seen.insert(p);
+    EXPECT_EQ(w4::logical_k(p), L);
+    const int t = p / 16, in_step = L % 16;
+    EXPECT_TRUE(in_step % 8 / 2 == t) << "logical " << L << " is not thread " << t << "'s column";
+  }
+  EXPECT_EQ(seen.size(), 64u);
+}
+
+TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::NVFP4, WeightFormat::FP8_Block128}) {
+    SCOPED_TRACE(to_string(f));
+    MoeSpec s = presets::get("mistral-small-4");
+    s.weight_format = f;
+    const double c = sm90::crossover_rows(s);
+    for (int64_t T : {1, 8, 32, 64, 128, 512, 2048, 36308}) {
+      const double rows = double(T) * s.topk / s.num_experts;
+      const sm90::Plan p = sm90::plan(s, T);
+      EXPECT_EQ(p.wide, rows >= c) << T;
+      if (!p.wide) {
+        EXPECT_GE(p.bt, 16) << T;
+        EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;  // twice the average fits, unless at the cap
+      }
+    }
+    const MoeSpec ts = self_test_spec(s);
+    bool saw_wide = false, saw_decode = c <= 0;
+    for (int64_t T : sm90_backend().self_test_tokens(ts)) {
+      EXPECT_EQ(T % 2, 1) << "odd sizes: partial tiles everywhere";
+      (sm90::plan(ts, T).wide ? saw_wide : saw_decode) = true;
+    }
+    EXPECT_TRUE(saw_wide);
+    EXPECT_TRUE(saw_decode);
+  }
+  // What bench records say ran.
+  const MoeSpec s = presets::get("mistral-small-4");
+  EXPECT_EQ(sm90_backend().gemm_plan(s, 1), "decode GEMMs (16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(s, 36308), "wide GEMMs (128x256 tiles)");
+  EXPECT_EQ(portable_backend().gemm_plan(s, 36308), "m128n128 GEMMs");
+  MoeSpec nv = s;
+  nv.weight_format = WeightFormat::NVFP4;
+  EXPECT_EQ(sm90_backend().gemm_plan(nv, 1), "decode GEMMs (nvfp4 W4A16, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(nv, 36308), "wide GEMMs (nvfp4 W4A16, 128x256 tiles)");
+  MoeSpec f8 = s;
+  f8.weight_format = WeightFormat::FP8_Block128;
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1), "decode GEMMs (fp8 W8A16, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 36308), "wide GEMMs (fp8 W8A16, 128x256 tiles)");
+  f8.activation_format = ActivationFormat::FP8_Group128;
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1),
+            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 32),  // 1 row/expert
+            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 128),  // 4 rows/expert
+            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 256), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 8 rows/expert
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 512), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
+}
+
+// The permuted-K gather's vector moves (sm90/gather.cuh) against the permutation itself: every
+// logical column of every output vector comes from the physical column physical_k says.
+TEST(Sm90Backend, PermutedGatherMovesMatchThePermutation) {
+  for (int j = 0; j < 8; ++j)
+    for (int t = 0; t < 4; ++t)
+      for (int lohi = 0; lohi < 2; ++lohi) {
+        const int from = 8 * w4::gather_src_vec(j, t) + w4::gather_src_elem(j) + 4 * lohi;
+        EXPECT_EQ(from, w4::physical_k(8 * j + 2 * t + lohi)) << j << " " << t << " " << lohi;
+      }
+}
+
+// The wide GEMMs' half tiles (sm90/tile_words.cuh, the kernels' own test): over random segment
+// layouts padded to 128 rows (empty experts, 1 ... 400 rows, a shared expert), a tile is half
+// exactly when rows 64 .. 127 of it are all padding, which happens only on an expert's last
+// tile; and a tile word gives back its tile and flag.
+TEST(Sm90Backend, HalfTilesAreTheTilesWhoseSecondHalfIsPadding) {
+  constexpr int kBM = 128, kExperts = 65;
+  std::mt19937 rng(11);
+  int halves = 0, fulls = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<int> counts(kExperts);
+    std::vector<long long> seg_off(kExperts + 1, 0);
+    std::vector<int> tile_expert;
+    for (int e = 0; e < kExperts; ++e) {
+      counts[e] = rng() % 4 == 0 ? 0 : int(rng() % 400) + 1;
+      const int tiles = (counts[e] + kBM - 1) / kBM;
+      seg_off[e + 1] = seg_off[e] + (long long)tiles * kBM;
+      for (int i = 0; i < tiles; ++i) tile_expert.push_back(e);
+    }
+    for (int mt = 0; mt < int(tile_expert.size()); ++mt) {
+      const int e = tile_expert[mt];
+      const long long first = (long long)mt * kBM - seg_off[e];  // the tile's first row within its expert
+      const bool second_half_padding = first + 64 >= counts[e];
+      const bool half = ::sm90::half_tile<kBM>(counts.data(), seg_off.data(), e, mt);
+      EXPECT_EQ(half, second_half_padding) << "trial " << trial << " tile " << mt << " rows " << counts[e];
+      if (half) {
+        EXPECT_GT(counts[e], first) << "a half tile still holds rows of its expert";
+        EXPECT_TRUE(mt + 1 == int(tile_expert.size()) || tile_expert[mt + 1] != e) << "only a last tile is half";
+      }
+      (half ? halves : fulls) += 1;
+      for (int n_tiles : {1, 8, 16}) {
+        const auto [m, n] = ::sm90::tile_mn(mt * n_tiles + n_tiles - 1, n_tiles);
+        EXPECT_TRUE(m == mt && n == n_tiles - 1) << "tile_mn of tile (" << mt << ", " << n_tiles - 1 << ")";
+      }
+      for (bool h : {false, true}) {
+        const int word = ::sm90::tile_word(mt, h);
+        EXPECT_EQ(::sm90::word_tile(word), mt);
+        EXPECT_EQ(::sm90::word_half(word), h);
+        EXPECT_NE(word, ::sm90::kNoMoreTiles);
+      }
+    }
+  }
+  EXPECT_GT(halves, 100);  // both kinds occur
+  EXPECT_GT(fulls, 100);
+}
+
+// The decode GEMMs' work units (sm90/decode_units.cuh, the kernel's own lookup): for random
+// routed counts (empty experts, a shared expert with every token, 1..3x the token tile), the
+// units 0 .. total - 1 are every (expert with rows, weight tile, token chunk) exactly once,
+// and the chunks of one tile are consecutive units.
+TEST(Sm90Backend, DecodeUnitsAreEveryTileAndChunkOnce) {
+  constexpr int kExperts = 129;
+  struct List {  // the kernel's shared-memory list, as list_active_experts fills it
+    int num_active = 0;
+    int unit_end[kExperts];
+    uint16_t active[kExperts];
+  };
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int bt = 16 << (trial % 3), n_tiles = trial % 4 == 0 ? 1 : 8 * (trial % 5 + 1);
+    std::vector<int> counts(kExperts);
+    for (int e = 0; e < kExperts - 1; ++e) counts[e] = rng() % 3 == 0 ? 0 : int(rng() % (3 * bt)) + 1;
+    counts[kExperts - 1] = trial % 2 ? int(rng() % 2048) + 1 : 0;  // the shared expert, or none
+    List L;
+    int total = 0;
+    std::set<std::tuple<int, int, int>> expected;
+    for (int e = 0; e < kExperts; ++e) {
+      if (counts[e] == 0) continue;
+      total += decode_units::units_of(counts[e], bt, n_tiles);
+      L.active[L.num_active] = uint16_t(e);
+      L.unit_end[L.num_active++] = total;
+      for (int nt = 0; nt < n_tiles; ++nt)
+        for (int c = 0; c * bt < counts[e]; ++c) expected.insert({e, nt, c});
+    }
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " bt " << bt << " n_tiles " << n_tiles);
+    ASSERT_EQ(size_t(total), expected.size());
+    std::set<std::tuple<int, int, int>> seen;
+    decode_units::Unit prev{-1, -1, -1};
+    for (int u = 0; u < total; ++u) {
+      const decode_units::Unit x = decode_units::unit_at(L, counts.data(), bt, u);
+      ASSERT_TRUE(expected.count({x.e, x.nt, x.c}))
+          << "unit " << u << ": (" << x.e << ", " << x.nt << ", " << x.c << ")";
+      EXPECT_TRUE(seen.insert({x.e, x.nt, x.c}).second) << "unit " << u << " repeats";
+      if (x.c > 0) {
+        EXPECT_TRUE(prev.e == x.e && prev.nt == x.nt && prev.c == x.c - 1) << "unit " << u;
+      }
+      prev = x;
+    }
+    EXPECT_EQ(seen, expected);
+  }
+}
+
+// The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a
+// word lands as a bf16 that is exactly code * 2^-126 (bf16 subnormals included), every finite
+// e4m3 scale times 2^118 is an exact, finite bf16, and their product (what mul.rn.bf16x2
+// computes) is exactly representable, so the kernel's dequantized weight is
+// code * scale * 2^-8 with no rounding; the epilogue's 2^8 undoes the offset.
+double bf16_value(unsigned bits16) {
+  float f;
+  const uint32_t u = uint32_t(bits16 & 0xFFFFu) << 16;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+bool fits_bf16(double v) {  // finite and at most 8 significant bits (normal range)
+  if (v == 0) return true;
+  int e;
+  const double m = std::frexp(std::fabs(v), &e);  // v = m * 2^e, m in [0.5, 1)
+  return std::isfinite(v) && e - 1 >= -126 && e - 1 <= 127 && std::ldexp(m, 8) == std::floor(std::ldexp(m, 8));
+}
+
+template <int J>
+void check_pair(unsigned code_lo, unsigned code_hi) {
+  const unsigned w = code_lo << (4 * J) | code_hi << (4 * (J + 4));  // the other codes 0
+  const unsigned r = w4::pair_bits<J>(w4::pack_word(w));             // the kernels read packed words
+  EXPECT_EQ(bf16_value(r & 0xFFFF), std::ldexp(formats::e2m1_to_float(code_lo), w4::kCodeExp)) << J << " " << code_lo;
+  EXPECT_EQ(bf16_value(r >> 16), std::ldexp(formats::e2m1_to_float(code_hi), w4::kCodeExp)) << J << " " << code_hi;
+  // Neighbouring codes must not leak in: all other nibbles set to 0xF.
+  unsigned noisy = w;
+  for (int i = 0; i < 8; ++i)
+    if (i != J && i != J + 4) noisy |= 0xFu << (4 * i);
+  EXPECT_EQ(w4::pair_bits<J>(w4::pack_word(noisy)), r) << J;
+}
+
+// pack_word moves bits and loses none: each of the 32 goes to its own place.
+TEST(Sm90Backend, W4PackWordIsABitPermutation) {
+  unsigned seen = 0;
+  for (int b = 0; b < 32; ++b) {
+    const unsigned p = w4::pack_word(1u << b);
+    ASSERT_EQ(__builtin_popcount(p), 1) << b;
+    EXPECT_EQ(seen & p, 0u) << b;
+    seen |= p;
+  }
+  EXPECT_EQ(seen, 0xFFFFFFFFu);
+}
+
+// The prepare hook packs every word of an NVFP4 matrix's codes and refuses other formats.
+TEST(Sm90Backend, PackW4CodesPacksEveryWord) {
+  portable::PreparedMatrix m;
+  m.format = WeightFormat::NVFP4;
+  for (unsigned i = 0; i < 64; ++i) m.data.push_back(uint8_t(i * 37 + 11));
+  const std::vector<uint8_t> before = m.data;
+  sm90::pack_w4_codes(m);
+  for (size_t i = 0; i < before.size(); i += 4) {
+    uint32_t w, p;
+    std::memcpy(&w, before.data() + i, 4);
+    std::memcpy(&p, m.data.data() + i, 4);
+    EXPECT_EQ(p, w4::pack_word(w)) << i;
+  }
+  m.format = WeightFormat::FP8_Block128;
+  EXPECT_THROW(sm90::pack_w4_codes(m), InternalError);
+}
+
+TEST(Sm90Backend, W4DequantIsExact) {
+  for (unsigned a = 0; a < 16; ++a)
+    for (unsigned b = 0; b < 16; ++b) {
+      check_pair<0>(a, b);
+      check_pair<1>(a, b);
+      check_pair<2>(a, b);
+      check_pair<3>(a, b);
+    }
+  for (unsigned s = 0; s < 256; ++s) {
+    const double scale = formats::e4m3_to_float(uint8_t(s));
+    if (std::isnan(scale)) continue;
+    const double scaled = std::ldexp(scale, w4::kScaleExp);
+    ASSERT_TRUE(fits_bf16(scaled)) << "scale byte " << s;
+    for (unsigned c = 0; c < 16; ++c) {
+      const double code = formats::e2m1_to_float(c);
+      const double product = std::ldexp(code, w4::kCodeExp) * scaled;
+      ASSERT_TRUE(fits_bf16(product)) << s << " " << c;  // >= 2^-18: normal, exact
+      EXPECT_EQ(std::ldexp(product, w4::kEpilogueExp), code * scale) << s << " " << c;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moeforge

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build, run the GPU test suite, run doctor and the
+# benchmarks, write every record under $OUT (copied back to bench/results/),
+# print a short table last.
+#
+#   bash tests/gpu/run_all.sh <commit> [stages]     stages: any of build,doctor,runs,tests,sass,bench,profile,
+#                                                   stress,sanitizer (default: all but profile, stress, sanitizer)
+#
+# The GPU machine cannot install packages: the pinned Debian -dev packages travel
+# unpacked in .deps/ (tools/fetch_deps.sh) and are found through CMAKE_PREFIX_PATH.
+set -uo pipefail
+commit=${1:?usage: run_all.sh <commit> [stages]}
+stages=${2:-build,doctor,runs,tests,sass,bench}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-$root/gpu-out}
+logs=$(mktemp -d /tmp/moeforge-logs.XXXX)   # logs travel back as one archive: $OUT takes at most 8 files
+# (one $OUT/logs.tgz per invocation: several invocations in one call need OUT=$OUT/<subdir> each)
+mkdir -p "$out"
+export MOEFORGE_COMMIT=$commit
+export MOEFORGE_CACHE_DIR=${MOEFORGE_CACHE_DIR:-/tmp/moeforge-cache}
+prefix=$root/.deps/root/usr
+export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+build=$root/build-gpu
+summary=()
+has() { [[ ",$stages," == *",$1,"* ]]; }
+# Hopper (compute capability 9.0: the sm90 backend's sm_90a)
+is_sm90() { [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)" = "9.0" ]; }
+note() { summary+=("$1"); echo "== $1"; }
+
+if has build; then
+  t0=$(date +%s)
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+        -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build.log" 2>&1 &&
+  ninja -C "$build" >> "$logs/build.log" 2>&1
+  rc=$?
+  tail -n 30 "$logs/build.log"
+  note "build rc=$rc in $(( $(date +%s) - t0 ))s"
+  [ $rc -eq 0 ] || { printf '%s\n' "${summary[@]}"; tar czf "$out/logs.tgz" -C "$logs" .; exit 1; }
+fi
+cli=$build/moeforge
+# A/B in one call: MOEFORGE_BASELINE_SRC=<a source tree> (e.g. `git archive` of main into a carried,
+# git-excluded folder) and MOEFORGE_BASELINE_COMMIT=<its commit>: the bench stage runs the same
+# matrix with that tree's CLI too (records tagged "-base"), so a kernel change is judged against
+# its predecessor on the same machine in the same run.
+base_cli=""
+if [ -n "${MOEFORGE_BASELINE_SRC:-}" ]; then
+  base_build=$root/build-base
+  cmake -S "$MOEFORGE_BASELINE_SRC" -B "$base_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$prefix" -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build-base.log" 2>&1 &&
+    ninja -C "$base_build" moeforge >> "$logs/build-base.log" 2>&1
+  rc=$?
+  note "baseline build (${MOEFORGE_BASELINE_COMMIT:?name the baseline commit}) rc=$rc"
+  [ $rc -eq 0 ] && base_cli=$base_build/moeforge
+fi
+# Sets run_cli, its file suffix and environment for `main` (this tree) or `base` (the baseline).
+select_cli() {
+  run_cli=$cli sfx="" run_env=()
+  if [ "$1" = base ]; then
+    run_cli=$base_cli sfx="-base"
+    run_env=(MOEFORGE_COMMIT=$MOEFORGE_BASELINE_COMMIT MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
+  fi
+}
+
+if has doctor; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader 2>&1 | head -2
+  "$cli" doctor --json > "$out/doctor.json" 2> "$logs/doctor.err"; note "doctor rc=$?"
+  "$cli" doctor 2>&1 | head -60
+fi
+
+if has runs; then  # the README's main job, on the GPU, checked against the CPU reference
+  for a in "mistral-small-4 --tokens 64" "deepseek-v3 --tokens 64" "gpt-oss-120b --tokens 7 --weights mxfp4" \
+           "mistral-small-4 --tokens 333 --weights nvfp4" "qwen3-30b-a3b --tokens 2048 --weights fp8"; do
+    echo "== moeforge run --model $a --check"
+    "$cli" run --model $a --check 2>&1 | tee -a "$logs/runs.txt" | tail -n 7
+    note "run $a: rc=${PIPESTATUS[0]}"
+  done
+fi
+
+if has tests; then
+  # Pass 1: the whole suite as a user gets it (auto / explicit backends, the tuned planner).
+  # Passes 2 and 3 (sm_90a only): the sm90 matrix and the robustness suite on the sm90 backend
+  # with one of its GEMM pairs forced for every batch size: the wide ones
+  # (MOEFORGE_SM90_CROSSOVER=0), then the decode ones (MOEFORGE_SM90_CROSSOVER=1e9).
+  for pass in ${MOEFORGE_TEST_PASSES:-default sm90-wide sm90-decode}; do
+    if [ $pass = default ]; then
+      env_args=() filter=${MOEFORGE_GPU_FILTER:-} json="$out/gpu-tests.json"
+    else
+      is_sm90 || continue
+      crossover=0
+      [ $pass = sm90-decode ] && crossover=1e9
+      env_args=(MOEFORGE_TEST_BACKEND=sm90 MOEFORGE_SM90_CROSSOVER=$crossover)
+      filter=${MOEFORGE_GPU_FILTER_SM90:-'*Sm90*:*Robust*'} json="$out/gpu-tests-$pass.json"
+    fi
+    t0=$(date +%s)
+    env "${env_args[@]}" "$build/tests/moeforge_gpu_tests" --json "$json" ${filter:+--gtest_filter=$filter} \
+        > "$logs/gpu-tests-$pass.log" 2>&1
+    rc=$?
+    grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$logs/gpu-tests-$pass.log" | tail -n 40
+    note "gpu tests ($pass) rc=$rc in $(( $(date +%s) - t0 ))s: $(grep -E '^\[  PASSED  \]' "$logs/gpu-tests-$pass.log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$logs/gpu-tests-$pass.log") failed lines"
+  done
+fi
+
+if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs above compiled
+  for j in $(grep -lE '"moe_sm90_(gemm|fp8_gemm|decode)"' "$MOEFORGE_CACHE_DIR"/sm_90a/*.json 2>/dev/null); do
+    c=${j%.json}.cubin
+    [ -f "$c" ] || continue
+    defs=$(tr -d ' \n' < "$j" | grep -oE '"defines":\[[^]]*\]\]' | head -c 160)
+    res=$(cuobjdump -res-usage "$c" 2>&1 | grep -oE 'REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+' | head -1)
+    sass=$(cuobjdump -sass "$c" 2>/dev/null)
+    entry=$(grep -oE '"moe_sm90_[a-z0-9_]+"' "$j" | head -1 | tr -d '"')
+    counts="HGMMA=$(grep -cE 'HGMMA' <<<"$sass") QGMMA=$(grep -cE 'QGMMA' <<<"$sass")"
+    counts+=" LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass")"
+    note "$entry $defs: $res $counts $(grep -oE '[HQ]GMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
+  done
+fi
+
+if has bench; then
+  # Backends: the portable one, and on sm_90a the sm90 one three times: with its tuned
+  # planner, and with its wide or its decode GEMMs forced at every T ("sm90-wide",
+  # "sm90-decode"), which measures the crossover.
+  backends=${MOEFORGE_BENCH_BACKENDS:-portable}
+  if [ -z "${MOEFORGE_BENCH_BACKENDS:-}" ] && is_sm90; then
+    backends="portable sm90 sm90-wide sm90-decode"
+  fi
+  for model in ${MOEFORGE_BENCH_MODELS:-mistral-small-4}; do
+    for backend in $backends; do
+      for w in ${MOEFORGE_BENCH_WEIGHTS:-bf16}; do
+        acts=${MOEFORGE_BENCH_ACTIVATIONS:-bf16}
+        tag=$model-$backend-$w$([ "$acts" = bf16 ] || echo "-a$acts")
+        # MOEFORGE_BENCH_L2_FLUSH=write: the memset flush of the records before session 7 (tagged).
+        flush=${MOEFORGE_BENCH_L2_FLUSH:-read}
+        [ "$flush" = read ] || tag+="-flush$flush"
+        [ -z "${MOEFORGE_SM90_DECODE_BT:-}" ] || tag+="-bt$MOEFORGE_SM90_DECODE_BT"  # a forced decode token tile
+        env_args=()
+        [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
+        [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
+        for which in main ${base_cli:+base}; do
+          select_cli $which
+          run_tag=$tag$sfx
+          env "${env_args[@]}" "${run_env[@]}" "$run_cli" bench --model "$model" --backend "${backend%-*}" \
+              --weights "$w" --activations "$acts" --l2-flush "$flush" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
+              --json "$out/bench-$run_tag.json" \
+              2> "$logs/bench-$run_tag.err" | tee "$logs/bench-$run_tag.txt"
+          note "bench $run_tag rc=${PIPESTATUS[0]}"
+        done
+      done
+    done
+  done
+fi
+
+if has profile; then  # ncu, one forward per T of the main job: where the time goes, kernel by kernel
+  # Clocks as the bench runs them (MOEFORGE_PROFILE_CLOCKS=none; "base" is ncu's default lock,
+  # used by the records before session 6), so the kernel times add up to the bench's time.
+  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max
+  # With MOEFORGE_BASELINE_SRC, the baseline's CLI is profiled the same way after this tree's.
+  for which in main ${base_cli:+base}; do
+    select_cli $which
+    for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
+      csv="$logs/profile-T$T$sfx.csv"
+      env "${run_env[@]}" ncu --csv --print-units base --clock-control ${MOEFORGE_PROFILE_CLOCKS:-none} \
+          --metrics "$metrics" -k regex:moe_ "$run_cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} \
+          --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
+          --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$csv" 2> "$logs/profile-T$T$sfx.err"
+      note "profile$sfx T=$T rc=$?"
+      python3 - "$csv" "$T$sfx" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+head, data = rows[0], rows[1:]
+ix = {k: head.index(k) for k in ("ID", "Kernel Name", "Metric Name", "Metric Value")}
+k = collections.OrderedDict()
+for r in data:
+    d = k.setdefault(r[ix["ID"]], {"name": r[ix["Kernel Name"]]})
+    d[r[ix["Metric Name"]]] = r[ix["Metric Value"]].replace(",", "")
+# The last forward only (the earlier kernels are warm-up runs and, with `auto`, the self-test):
+# from the last routing launch on.
+ids = list(k)
+last = max([i for i, key in enumerate(ids) if k[key]["name"].startswith("moe_route")] or [0])
+k = collections.OrderedDict((key, k[key]) for key in ids[last:])
+def imbalance(d):
+    avg, mx = float(d.get("sm__cycles_active.avg", 0) or 0), float(d.get("sm__cycles_active.max", 0) or 0)
+    return f"{mx / avg:.2f}" if avg > 0 else "-"
+total = sum(float(d.get("gpu__time_duration.sum", 0)) for d in k.values())
+print(f"-- T={sys.argv[2]}: last forward, {len(k)} kernels, {total / 1e3:.1f} us of kernel time (ncu, serialized)")
+# SM max/avg: the busiest SM's active cycles over the average SM's: how unevenly the grid's work
+# landed on the SMs (1.0 = even; a persistent grid with 160 equal items on 132 SMs gives ~1.6).
+print(f"   {'kernel':<24}{'us':>10}{'share':>8}{'tensor%':>9}{'dram%':>7}{'L2hit%':>8}{'issue%':>8}{'grid':>8}"
+      f"{'SMmax/avg':>10}")
+for d in k.values():
+    t = float(d.get("gpu__time_duration.sum", 0))
+    print(f"   {d['name'][:24]:<24}{t / 1e3:>10.1f}{100 * t / max(total, 1):>7.1f}%"
+          f"{d.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active', '-'):>9}"
+          f"{d.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', '-'):>7}"
+          f"{d.get('lts__t_sector_hit_rate.pct', '-'):>8}{d.get('smsp__issue_active.avg.pct_of_peak_sustained_active', '-'):>8}"
+          f"{d.get('launch__grid_size', '-'):>8}{imbalance(d):>10}")
+PY
+    done
+  done 2>&1 | tee "$logs/profile.txt"
+  # Why a kernel is slow, not just how slow: ncu sections (e.g. "WarpStateStats SchedulerStats"
+  # for stall reasons and issue slots) on MOEFORGE_PROFILE_KERNEL (default moe_sm90_decode):
+  # its first 2 launches (GEMM 1 and 2 of the first forward; an explicit backend runs no
+  # self-test) at the first MOEFORGE_PROFILE_TOKENS value.
+  if [ -n "${MOEFORGE_PROFILE_SECTIONS:-}" ]; then
+    T=${MOEFORGE_PROFILE_TOKENS:-128}; T=${T%% *}
+    sec_args=(); for sname in $MOEFORGE_PROFILE_SECTIONS; do sec_args+=(--section "$sname"); done
+    ncu "${sec_args[@]}" -c 2 -k regex:"${MOEFORGE_PROFILE_KERNEL:-moe_sm90_decode}" "$cli" run \
+        --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-sm90} \
+        --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} \
+        > "$logs/profile-sections-T$T.txt" 2>&1
+    note "profile sections T=$T rc=$?"
+    grep -E "^  [a-z_]+.*\(|Warp Cycles|Stall|Issue|Eligible|Active Warps" "$logs/profile-sections-T$T.txt" | tail -n 40
+  fi
+fi
+
+if has stress; then
+  # MOEFORGE_STRESS_ARGS: more flags (e.g. "--weights fp8 --activations fp8").
+  "$cli" stress --model mistral-small-4 ${MOEFORGE_STRESS_ARGS:-} --threads 8 --streams 8 \
+      --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
+      --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$logs/stress.err" | tee "$logs/stress.txt"
+  note "stress rc=${PIPESTATUS[0]}: $(head -1 "$logs/stress.txt")"
+fi
+
+if has sanitizer; then  # compute-sanitizer over a reduced GPU suite: one JSON record, logs into logs.tgz
+  # Small cases only (racecheck on the GEMM is slow): two presets at T <= 64 on the portable
+  # and the sm90 backends, decode-sized graph replays, precomputed ids. Each tool is bounded (MOEFORGE_SANITIZER_SECONDS, default
+  # 110 s: the device runs at most 10 minutes per command, so run this stage on its own:
+  # run_all.sh <commit> build,sanitizer). A run cut short is recorded as "complete": false.
+  san_filter=${MOEFORGE_SANITIZER_FILTER:-'All/PortableLayerMatrix.MatchesReference/mistral_small_4_*_T7:All/PortableLayerMatrix.MatchesReference/deepseek_v3_bf16_T64:PortableLayer.PrecomputedIdsEqualRoutedForward:Decode/RobustGraph.*/T1_*:RobustHostile.ZeroAndOneTokenWithPrecomputedIds:All/Sm90LayerMatrix.MatchesReference/mistral_small_4_bf16_T7:All/Sm90LayerMatrix.MatchesReference/deepseek_v3_bf16_T64'}
+  san_json="" san_total=0 san_incomplete=0
+  for tool in ${MOEFORGE_SANITIZER_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    t0=$(date +%s)
+    timeout -s INT "${MOEFORGE_SANITIZER_SECONDS:-110}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        --print-limit 200 --log-file "$logs/sanitizer-$tool.log" \
+        "$build/tests/moeforge_gpu_tests" --gtest_filter="$san_filter" > "$logs/sanitizer-$tool.out" 2>&1
+    rc=$?
+    # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards
+    # displayed (E errors, W warnings)" (warnings are counted too).
+    errs=$(grep -hoE 'ERROR SUMMARY: [0-9]+' "$logs/sanitizer-$tool.log" 2>/dev/null | awk '{s+=$3} END{print s+0}')
+    haz=$(grep -hoE '\(([0-9]+) errors, ([0-9]+) warnings\)' "$logs/sanitizer-$tool.log" 2>/dev/null |
+          grep -oE '[0-9]+' | awk '{s+=$1} END{print s+0}')
+    errs=$((errs + haz))
+    complete=true; grep -qE 'SUMMARY' "$logs/sanitizer-$tool.log" 2>/dev/null || complete=false
+    [ $rc -eq 124 ] || [ $rc -eq 130 ] && complete=false
+    [ "$complete" = true ] || san_incomplete=$((san_incomplete + 1))
+    passed_tests=$(grep -oE '^\[  PASSED  \] [0-9]+' "$logs/sanitizer-$tool.out" | awk '{print $4}' | tail -1)
+    san_total=$((san_total + errs))
+    san_json+="${san_json:+,}\"$tool\": {\"errors\": $errs, \"rc\": $rc, \"seconds\": $(( $(date +%s) - t0 )), \"complete\": $complete, \"tests_passed\": ${passed_tests:-0}}"
+    note "sanitizer $tool: $errs errors, rc=$rc, complete=$complete in $(( $(date +%s) - t0 ))s"
+  done
+  gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+  printf '{\n  "kind": "sanitizer",\n  "commit": "%s",\n  "date": "%s",\n  "device": {"name": "%s", "driver": "%s"},\n  "filter": "%s",\n  "tools": {%s},\n  "errors": %d,\n  "incomplete_tools": %d\n}\n' \
+    "$commit" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${gpu_name%%,*}" "${gpu_name#*, }" "$san_filter" "$san_json" \
+    "$san_total" "$san_incomplete" > "$out/sanitizer.json"
+fi
+
+echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
+for f in "$logs"/bench-*.txt "$logs"/profile.txt; do [ -f "$f" ] && cat "$f"; done
+tar czf "$out/logs.tgz" -C "$logs" .

@@ -1,0 +1,444 @@
+// The GPU backends against the CPU reference (double precision on the dequantized
+// weights), through the public MoeLayer API: the portable backend's full matrix below, and
+// the sm90 backend's (bf16 and nvfp4 weights; on sm_90a only) after it.
+//
+// Matrix: every preset's routing/activation/shared/bias features plus two custom specs
+// (softmax-grouped, geglu) x weights {bf16, fp8, nvfp4, mxfp4} x T {1, 2, 7, 64, 333,
+// 2048, 36308}. The presets keep E, k, routing, activation, shared experts and biases but
+// use reduced H and I (each chosen to keep a feature: gpt-oss H=544, I=288 are not
+// multiples of 128, so the fp8 K blocks and the N tiles have tails): generating and
+// preparing a full-size layer's weights (up to 11 G parameters) would take minutes per
+// format. One full-size layer (qwen3-30b-a3b, bf16) runs at T = 7 and 2048.
+//
+// Every case: fresh x (bf16 ~N(0,1)) and logits (f32) from a seed = run seed + case
+// counter (run seed: MOEFORGE_TEST_SEED, else the time; printed), output poisoned with a
+// NaN pattern, every element checked written, rel_err = ||out - ref|| / ||ref|| below
+// reference::error_bound (DESIGN.md: 1e-2 with bf16 activations, 3e-2 with FP8 activations;
+// the reference uses the dequantized weights, so the weight format adds no error) recorded as
+// the "rel_err" property.
+//
+// Time budget (H200 machine, 16 cores, ~6 minutes for the whole GPU suite): the GPU work
+// is milliseconds; the cost is the CPU reference (double) and layer creation (synthetic
+// weights + ~12 NVRTC compiles per (spec, format), cached on disk afterwards). The
+// reference runs every row for T <= 333 and 256 random rows (sorted, unique) above; at
+// reduced sizes one case costs well under a second.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <set>
+
+#include "backends/device_buffer.hpp"
+#include "core/inputs.hpp"
+#include "moeforge/errors.hpp"
+#include "moeforge/formats.hpp"
+#include "moeforge/layer.hpp"
+#include "moeforge/reference.hpp"
+#include "gpu/gpu_support.hpp"
+#include "support/specs.hpp"
+#include "runtime/device.hpp"
+#include "runtime/driver.hpp"
+
+namespace moeforge {
+namespace {
+
+
+
+MoeSpec reduced(const std::string& name) {
+  MoeSpec s;
+  if (name == "custom-softmax-grouped") {
+    s = testing::custom_softmax_grouped_spec();
+  } else if (name == "custom-geglu") {
+    s = testing::custom_geglu_spec();
+  } else {
+    s = presets::get(name);
+    if (name == "deepseek-v3") {
+      s.hidden = 384;
+      s.intermediate = 128;
+    } else if (name == "qwen3-30b-a3b") {
+      s.hidden = 512;
+      s.intermediate = 192;
+    } else if (name == "mixtral-8x7b") {
+      s.hidden = 512;
+      s.intermediate = 896;
+    } else if (name == "gpt-oss-120b") {
+      s.hidden = 544;
+      s.intermediate = 288;
+    } else {
+      s.hidden = 512;
+      s.intermediate = 256;
+    }
+  }
+  if (s.num_shared_experts) s.shared_intermediate = s.intermediate;
+  return s;
+}
+
+const char* kModels[] = {"mistral-small-4", "deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b",
+                         "gpt-oss-120b",    "custom-softmax-grouped", "custom-geglu"};
+const WeightFormat kFormats[] = {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4,
+                                 WeightFormat::MXFP4};
+const int64_t kTokens[] = {1, 2, 7, 64, 333, 2048, 36308};
+
+struct Built {
+  std::string key;
+  MoeSpec spec;
+  std::shared_ptr<const WeightSource> weights;
+  std::unique_ptr<MoeLayer> layer;
+};
+// The last layer built (tests of one (model, format) run consecutively; one layer on the
+// device at a time).
+Built& layer_for(const MoeSpec& spec, const std::string& backend = "portable") {
+  static Built b;
+  const std::string key = backend + "|" + spec.describe();
+  if (b.key != key) {
+    b.layer.reset();
+    b.key.clear();  // set again only once the layer exists: a failed create must not leave a null layer cached
+    b.spec = spec;
+    b.weights = make_synthetic_weights(spec, 0x5eed0000 + std::hash<std::string>{}(spec.describe()) % 1000);
+    b.layer = std::make_unique<MoeLayer>(MoeLayer::create(spec, b.weights, {.backend = backend, .device = 0}));
+    b.key = key;
+  }
+  return b;
+}
+
+void sync() { rt::check(rt::driver().cuCtxSynchronize(), "cuCtxSynchronize"); }
+
+std::vector<int64_t> sample_rows(int64_t T, uint64_t seed) {
+  std::vector<int64_t> rows;
+  if (T <= 333) {
+    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+    return rows;
+  }
+  std::mt19937_64 rng(seed);
+  std::set<int64_t> s = {0, T - 1};
+  while (s.size() < 256) s.insert(int64_t(rng() % uint64_t(T)));
+  return {s.begin(), s.end()};
+}
+
+struct Compared {
+  double rel_err = 0;
+  int64_t unwritten = 0;
+};
+// out: bf16 [T, H] from the device; ref: double [T, H] valid on `rows`.
+Compared compare(const std::vector<uint16_t>& out, const std::vector<double>& ref, int64_t H,
+                 const std::vector<int64_t>& rows) {
+  Compared c;
+  for (uint16_t v : out) c.unwritten += (v & 0x7F80) == 0x7F80 && (v & 0x7F) != 0;  // NaN
+  double num = 0, den = 0;
+  for (int64_t t : rows)
+    for (int64_t j = 0; j < H; ++j) {
+      const double o = formats::bf16_to_float(out[size_t(t * H + j)]), r = ref[size_t(t * H + j)];
+      num += (o - r) * (o - r);
+      den += r * r;
+    }
+  c.rel_err = std::sqrt(num / std::max(den, 1e-300));
+  return c;
+}
+
+struct DeviceCase {
+  HostInputs in;
+  DeviceBuffer x, logits, out;
+  int64_t T, H;
+  DeviceCase(const MoeSpec& spec, int64_t tokens, uint64_t seed) : T(tokens), H(spec.hidden) {
+    in = make_inputs(spec, T, seed);
+    x = DeviceBuffer::from_host(0, in.x);
+    logits = DeviceBuffer::from_host(0, in.logits);
+    out = DeviceBuffer(0, size_t(T * H * 2));
+    poison();
+  }
+  void poison() {  // a NaN bit pattern (0x7FC1 per element) everywhere
+    rt::check(rt::driver().cuMemsetD32Async(out.ptr(), 0x7FC17FC1u, size_t(T * H / 2), nullptr), "poison");
+    sync();
+  }
+  TensorView xv() const { return x.view(DType::bf16, {T, H}); }
+  TensorView lv(int64_t E) const { return logits.view(DType::f32, {T, E}); }
+  TensorView ov() const { return out.view(DType::bf16, {T, H}); }
+  std::vector<uint16_t> result() const {
+    sync();
+    return out.to_host<uint16_t>();
+  }
+};
+
+void run_case(const MoeSpec& spec, int64_t T, const std::string& backend = "portable") {
+  Built& b = layer_for(spec, backend);
+  const uint64_t seed = testing::next_case_seed();
+  DeviceCase dc(spec, T, seed);
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  const std::vector<uint16_t> out = dc.result();
+  reference::Options opt;
+  opt.rows = sample_rows(T, seed);
+  const std::vector<double> ref = reference::forward(spec, *b.weights, dc.in.x_view(), dc.in.logits_view(), opt);
+  const Compared c = compare(out, ref, spec.hidden, opt.rows);
+  ::testing::Test::RecordProperty("rel_err", std::to_string(c.rel_err));
+  ::testing::Test::RecordProperty("rows_checked", int(opt.rows.size()));
+  EXPECT_EQ(c.unwritten, 0) << "elements left NaN (unwritten or NaN)";
+  EXPECT_LT(c.rel_err, reference::error_bound(spec)) << spec.describe() << " T=" << T << " seed=" << seed;
+}
+
+// ---------------------------------------------------------------- matrix ----------
+struct Param {
+  const char* model;
+  WeightFormat format;
+  int64_t T;
+};
+class PortableLayerMatrix : public ::testing::TestWithParam<Param> {};
+
+TEST_P(PortableLayerMatrix, MatchesReference) {
+  REQUIRE_GPU();
+  MoeSpec spec = reduced(GetParam().model);
+  spec.weight_format = GetParam().format;
+  spec.validate();
+  run_case(spec, GetParam().T);
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> v;
+  for (const char* m : kModels)
+    for (WeightFormat f : kFormats)
+      for (int64_t T : kTokens) v.push_back({m, f, T});
+  return v;
+}
+std::string param_name(const ::testing::TestParamInfo<Param>& i) {
+  std::string s = std::string(i.param.model) + "_" + std::string(to_string(i.param.format)) + "_T" +
+                  std::to_string(i.param.T);
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+INSTANTIATE_TEST_SUITE_P(All, PortableLayerMatrix, ::testing::ValuesIn(all_params()), param_name);
+
+// ---------------------------------------------------------------- sm90 ----------
+// The sm90 backend on every model it serves (bf16, fp8 and nvfp4 weights, no expert biases:
+// gpt-oss is the portable backend's), every T. Which GEMMs run depends on the planner's
+// crossover (fp8 and nvfp4: the W8A16 / W4A16 decode GEMMs or the dequantizing wide ones):
+// run_all.sh runs this matrix as is, with MOEFORGE_SM90_CROSSOVER=0 (the wide GEMMs at every
+// T, T = 1 included) and with MOEFORGE_SM90_CROSSOVER=1e9 (the decode GEMMs at every T, up
+// to T = 36308 where each expert's tokens take many 64-token passes).
+bool on_sm90a() { return rt::device_count() > 0 && rt::cached_device_info(0).target == "sm_90a"; }
+
+class Sm90LayerMatrix : public ::testing::TestWithParam<Param> {};
+
+TEST_P(Sm90LayerMatrix, MatchesReference) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  MoeSpec spec = reduced(GetParam().model);
+  spec.weight_format = GetParam().format;
+  if (spec.weight_format != WeightFormat::BF16) {  // sm90 needs H, I divisible by 64 (custom-geglu: I = 160)
+    spec.intermediate = (spec.intermediate + 63) / 64 * 64;
+    if (spec.num_shared_experts) spec.shared_intermediate = spec.intermediate;
+  }
+  spec.validate();
+  run_case(spec, GetParam().T, "sm90");
+}
+
+std::vector<Param> sm90_params() {
+  std::vector<Param> v;
+  for (WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4})
+    for (const char* m : kModels)
+      if (std::string(m) != "gpt-oss-120b")
+        for (int64_t T : kTokens) v.push_back({m, f, T});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(All, Sm90LayerMatrix, ::testing::ValuesIn(sm90_params()), param_name);
+
+TEST(Sm90Layer, AutoChoosesItOnSm90aAndSaysWhyNotElsewhere) {
+  REQUIRE_GPU();
+  MoeSpec spec = reduced("mistral-small-4");
+  std::shared_ptr<const WeightSource> weights = make_synthetic_weights(spec, 7);
+  const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = "auto", .device = 0});
+  if (on_sm90a()) {
+    EXPECT_EQ(layer.backend_name(), "sm90") << layer.backend_reason();
+    // What it does not serve goes to the portable backend, with the reason recorded.
+    MoeSpec mx = spec;
+    mx.weight_format = WeightFormat::MXFP4;
+    const MoeLayer l4 = MoeLayer::create(mx, make_synthetic_weights(mx, 7), {.backend = "auto", .device = 0});
+    EXPECT_EQ(l4.backend_name(), "portable");
+    try {
+      (void)MoeLayer::create(mx, make_synthetic_weights(mx, 7), {.backend = "sm90", .device = 0});
+      ADD_FAILURE() << "expected Unsupported";
+    } catch (const Unsupported& e) {
+      EXPECT_NE(std::string(e.what()).find("mxfp4"), std::string::npos) << e.what();
+    }
+  } else {
+    EXPECT_NE(layer.backend_name(), "sm90");
+  }
+}
+
+TEST(Sm90Layer, FullSizeMistralSmall4) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  const MoeSpec spec = presets::get("mistral-small-4");
+  for (int64_t T : {int64_t(1), int64_t(128), int64_t(4096)}) {
+    SCOPED_TRACE(T);
+    run_case(spec, T, "sm90");
+  }
+}
+
+// FP8 weights with FP8 activations (W8A8: QGMMA wide GEMMs, x quantized by the gather and h in
+// place, 1 x 128 groups; below the crossover the W8A16 decode GEMMs on x and h rounded through
+// FP8) against the reference, which quantizes the same way.
+TEST(Sm90Layer, Fp8ActivationsW8A8) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  for (const char* model : kModels) {
+    if (std::string(model) == "gpt-oss-120b") continue;  // expert biases: the portable backend's
+    MoeSpec spec = reduced(model);
+    spec.weight_format = WeightFormat::FP8_Block128;
+    spec.activation_format = ActivationFormat::FP8_Group128;
+    spec.hidden = (spec.hidden + 127) / 128 * 128;  // whole groups
+    spec.intermediate = (spec.intermediate + 127) / 128 * 128;
+    if (spec.num_shared_experts) spec.shared_intermediate = spec.intermediate;
+    spec.validate();
+    for (int64_t T : {int64_t(1), int64_t(7), int64_t(333), int64_t(2048)}) {
+      SCOPED_TRACE(std::string(model) + " T=" + std::to_string(T));
+      run_case(spec, T, "sm90");
+    }
+  }
+}
+
+// Decode sizes of full-size shapes in every format the sm90 backend takes (the reduced
+// models' matrices have few k-blocks and tiles), each run bitwise equal to the last.
+TEST(Sm90Layer, FullSizeDecodeInEveryFormat) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  for (const char* model : {"mistral-small-4", "qwen3-30b-a3b"})
+    for (WeightFormat f : {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4}) {
+      MoeSpec spec = presets::get(model);
+      spec.weight_format = f;
+      for (int64_t T : {int64_t(1), int64_t(16)}) {
+        SCOPED_TRACE(std::string(model) + " " + std::string(to_string(f)) + " T=" + std::to_string(T));
+        run_case(spec, T, "sm90");
+        Built& b = layer_for(spec, "sm90");
+        DeviceCase dc(spec, T, testing::next_case_seed());
+        b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+        const std::vector<uint16_t> first = dc.result();
+        for (int rep = 0; rep < 2; ++rep) {
+          dc.poison();
+          b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+          EXPECT_TRUE(first == dc.result()) << "run " << rep + 2 << " differs from the first";
+        }
+      }
+    }
+}
+
+TEST(Sm90Layer, Deterministic) {
+  REQUIRE_GPU();
+  if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
+  const MoeSpec spec = reduced("deepseek-v3");
+  Built& b = layer_for(spec, "sm90");
+  DeviceCase dc(spec, 2048, testing::next_case_seed());
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  const std::vector<uint16_t> first = dc.result();
+  dc.poison();
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  EXPECT_TRUE(first == dc.result()) << "two runs on the same input differ";
+}
+
+TEST(PortableLayer, FullSizeQwen3) {
+  REQUIRE_GPU();
+  const MoeSpec spec = presets::get("qwen3-30b-a3b");
+  for (int64_t T : {int64_t(7), int64_t(2048)}) {
+    SCOPED_TRACE(T);
+    run_case(spec, T);
+  }
+}
+
+// ---------------------------------------------------------------- behaviours ----------
+TEST(PortableLayer, PrecomputedIdsEqualRoutedForward) {
+  REQUIRE_GPU();
+  const MoeSpec spec = reduced("deepseek-v3");
+  Built& b = layer_for(spec);
+  const int64_t T = 333, k = spec.topk;
+  DeviceCase dc(spec, T, testing::next_case_seed());
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  const std::vector<uint16_t> routed = dc.result();
+  const reference::Routing r = reference::route(spec, dc.in.logits.data(), T, b.weights->correction_bias());
+  std::vector<float> w(r.weights.begin(), r.weights.end());
+  std::vector<int64_t> ids64(r.ids.begin(), r.ids.end());
+  DeviceBuffer dids = DeviceBuffer::from_host(0, r.ids), dids64 = DeviceBuffer::from_host(0, ids64),
+               dw = DeviceBuffer::from_host(0, w);
+  for (bool wide : {false, true}) {
+    dc.poison();
+    b.layer->forward_topk(dc.xv(), wide ? dids64.view(DType::i64, {T, k}) : dids.view(DType::i32, {T, k}),
+                          dw.view(DType::f32, {T, k}), dc.ov());
+    const std::vector<uint16_t> pre = dc.result();
+    // Same routing; weights agree to f32 rounding, so the outputs agree to bf16 rounding
+    // (they are bit-identical unless a weight's last f32 bit differs).
+    const Compared c = compare(pre, std::vector<double>(routed.size()), spec.hidden, {});
+    EXPECT_EQ(c.unwritten, 0);
+    int64_t diff = 0;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < pre.size(); ++i) {
+      const double a = formats::bf16_to_float(pre[i]), bb = formats::bf16_to_float(routed[i]);
+      diff += pre[i] != routed[i];
+      num += (a - bb) * (a - bb);
+      den += bb * bb;
+    }
+    RecordProperty(wide ? "differing_elements_i64" : "differing_elements_i32", int(diff));
+    EXPECT_LT(std::sqrt(num / den), 1e-5) << (wide ? "i64" : "i32") << " ids";
+  }
+}
+
+TEST(PortableLayer, OutOfRangeIdsThrowAndGiveNaNRows) {
+  REQUIRE_GPU();
+  const MoeSpec spec = reduced("mistral-small-4");
+  Built& b = layer_for(spec);
+  const int64_t T = 64, k = spec.topk, E = spec.num_experts, H = spec.hidden;
+  DeviceCase dc(spec, T, testing::next_case_seed());
+  reference::Routing r = reference::route(spec, dc.in.logits.data(), T, {});
+  r.ids[size_t(5 * k + 3)] = -1;          // later in (token, slot) order
+  r.ids[size_t(3 * k + 1)] = int32_t(E);  // the first bad entry
+  std::vector<float> w(r.weights.begin(), r.weights.end());
+  DeviceBuffer dids = DeviceBuffer::from_host(0, r.ids), dw = DeviceBuffer::from_host(0, w);
+  try {
+    b.layer->forward_topk(dc.xv(), dids.view(DType::i32, {T, k}), dw.view(DType::f32, {T, k}), dc.ov());
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(e.argument(), "topk_ids");
+    EXPECT_NE(std::string(e.what()).find("token 3 slot 1: id " + std::to_string(E) + " out of range [0, " +
+                                         std::to_string(E) + ")"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::vector<uint16_t> out = dc.result();
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t nan = 0;
+    for (int64_t j = 0; j < H; ++j) nan += std::isnan(formats::bf16_to_float(out[size_t(t * H + j)]));
+    if (t == 3 || t == 5) EXPECT_EQ(nan, H) << "token " << t << " must be a NaN row";
+    else EXPECT_EQ(nan, 0) << "token " << t;
+  }
+  // The layer and the context keep working.
+  run_case(spec, 7);
+}
+
+TEST(PortableLayer, ZeroTokens) {
+  REQUIRE_GPU();
+  const MoeSpec spec = reduced("qwen3-30b-a3b");
+  Built& b = layer_for(spec);
+  DeviceBuffer dummy(0, 256);
+  const TensorView x = dummy.view(DType::bf16, {0, spec.hidden});
+  const TensorView l = dummy.view(DType::f32, {0, spec.num_experts});
+  const TensorView o = dummy.view(DType::bf16, {0, spec.hidden});
+  EXPECT_NO_THROW(b.layer->forward(x, l, o));
+  sync();
+}
+
+TEST(PortableLayer, Deterministic) {
+  REQUIRE_GPU();
+  const MoeSpec spec = reduced("custom-softmax-grouped");
+  Built& b = layer_for(spec);
+  DeviceCase dc(spec, 2048, testing::next_case_seed());
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  const std::vector<uint16_t> first = dc.result();
+  dc.poison();
+  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+  const std::vector<uint16_t> second = dc.result();
+  EXPECT_TRUE(first == second) << "two runs on the same input differ";
+}
+
+}  // namespace
+}  // namespace moeforge
