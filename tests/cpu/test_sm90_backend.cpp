@@ -177,17 +177,24 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
       EXPECT_EQ(p.wide, rows >= c) << T;
       if (!p.wide) {
         EXPECT_GE(p.bt, 16) << T;
-        EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;  // twice the average fits, unless at the cap
+        // The 128-token tile from the format's threshold on; below it twice the average fits,
+        // unless at the cap of 64.
+        if (rows >= sm90::large_tile_rows(s)) EXPECT_EQ(p.bt, 128) << T;
+        else EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;
       }
     }
+    // The self-test runs every GEMM pair the planner can pick: wide, decode, and the 128-token
+    // decode tile where the format uses it.
     const MoeSpec ts = self_test_spec(s);
-    bool saw_wide = false, saw_decode = c <= 0;
+    bool saw_wide = false, saw_decode = c <= 0, saw_large = !(sm90::large_tile_rows(ts) < c);
     for (int64_t T : sm90_backend().self_test_tokens(ts)) {
       EXPECT_EQ(T % 2, 1) << "odd sizes: partial tiles everywhere";
-      (sm90::plan(ts, T).wide ? saw_wide : saw_decode) = true;
+      const sm90::Plan p = sm90::plan(ts, T);
+      (p.wide ? saw_wide : p.bt == 128 ? saw_large : saw_decode) = true;
     }
     EXPECT_TRUE(saw_wide);
     EXPECT_TRUE(saw_decode);
+    EXPECT_TRUE(saw_large);
   }
   // What bench records say ran.
   const MoeSpec s = presets::get("mistral-small-4");
@@ -197,11 +204,11 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   MoeSpec nv = s;
   nv.weight_format = WeightFormat::NVFP4;
   EXPECT_EQ(sm90_backend().gemm_plan(nv, 1), "decode GEMMs (nvfp4 W4A16, 16-token tiles)");
-  EXPECT_EQ(sm90_backend().gemm_plan(nv, 36308), "wide GEMMs (nvfp4 W4A16, 128x256 tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(nv, 36308), "decode GEMMs (nvfp4 W4A16, 128-token tiles)");
   MoeSpec f8 = s;
   f8.weight_format = WeightFormat::FP8_Block128;
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 1), "decode GEMMs (fp8 W8A16, 16-token tiles)");
-  EXPECT_EQ(sm90_backend().gemm_plan(f8, 36308), "wide GEMMs (fp8 W8A16, 128x256 tiles)");
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 36308), "decode GEMMs (fp8 W8A16, 128-token tiles)");
   f8.activation_format = ActivationFormat::FP8_Group128;
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 1),
             "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");

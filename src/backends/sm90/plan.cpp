@@ -5,6 +5,7 @@
 // with MOEFORGE_SM90_CROSSOVER=0 (wide everywhere) and =1e9 (decode everywhere), per T; the
 // table below holds the result and names the records it came from.
 #include <algorithm>
+#include <limits>
 
 #include "backends/sm90/sm90.hpp"
 #include "runtime/settings.hpp"
@@ -42,8 +43,13 @@ constexpr double kCrossoverRowsBf16 = 45.0;
 //   decode             1474.3       2598.8       4741.2       9955.9        21984.8
 //   wide               2454.8       3716.3       6021.2      10971.7        21835.7
 // The decode GEMMs win up to 512 rows per expert and tie at 1135 (+0.7 %): 760, the geometric
-// middle.
-constexpr double kCrossoverRowsW4 = 760.0;
+// middle. With the 128-token decode tile (below), at 989665d
+// (...-989665d-bench-mistral-small-4-sm90-{decode,wide}-nvfp4*.json):
+//   T (rows/expert)   2048 (64)   8192 (256)   36308 (1135)
+//   decode, BT = 128   1545.8       4100.9      17568.3
+//   wide               2575.6       6386.0      23387.7
+// The decode GEMMs win at every T measured, the wide ones are used from 1600 rows on.
+constexpr double kCrossoverRowsW4 = 1600.0;
 // FP8 (W8A16 dequantizing GEMMs), measured on the H200 at ce1ce94, Mistral-Small-4, both
 // forced in one run (bench/results/2026-11-30-ce1ce94-bench-mistral-small-4-sm90-{decode,wide}-fp8.json), us:
 //   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)
@@ -55,7 +61,13 @@ constexpr double kCrossoverRowsW4 = 760.0;
 //   decode             1295.1      1442.0      1946.8      3323.0
 //   wide               1759.3      1793.1      1897.4      2992.0
 // The decode GEMMs win up to 48 rows per expert and lose at 64: 55, their geometric middle.
-constexpr double kCrossoverRowsW8 = 55.0;
+// With the 128-token decode tile (below), at 989665d (...-989665d-bench-...-sm90-{decode,wide}-fp8*.json):
+//   T (rows/expert)   2048 (64)   8192 (256)   36308 (1135)
+//   decode, BT = 128   1637.9       4780.8      19710.9
+//   wide               1789.9       4959.6      20159.9
+// The decode GEMMs win at every T measured (by 8.5, 3.6, 2.2 %), the wide ones are used from
+// 1600 rows on.
+constexpr double kCrossoverRowsW8 = 1600.0;
 // FP8 weights with FP8 activations (W8A8): the QGMMA GEMMs against the W8A16 decode GEMMs on
 // x and h rounded through FP8 in place (two more launches), both forced in one run (H200,
 // Mistral-Small-4, us), first at 52dd978 / 8619edf (2026-11-30-{52dd978,8619edf}-bench-...-fp8-afp8.json)
@@ -72,7 +84,32 @@ constexpr double kCrossoverRowsW8 = 55.0;
 //   decode            821.4     969.1    1046.6    1136.8
 // Decode wins to 4 rows per expert and loses at 8: 5.7, their geometric middle.
 constexpr double kCrossoverRowsW8A8 = 5.7;
+// The 128-token decode tile (one CTA per SM, 64 accumulators a consumer thread) against the
+// 64-token one (two CTAs per SM), both forced, H200, Mistral-Small-4, us: at 989665d
+// (...-989665d-bench-mistral-small-4-sm90-decode-{nvfp4,fp8,bf16}-bt{64,128}.json) and, BT = 64
+// at T = 1024, at df42e94 (...-df42e94-bench-mistral-small-4-sm90-{bf16,fp8,nvfp4}-bt64.json):
+//   T (rows/expert)   1024 (32)   2048 (64)   8192 (256)
+//   nvfp4 BT = 64       915.6      1365.0      4727.9
+//   nvfp4 BT = 128     1365.6      1545.8      4100.9
+//   fp8   BT = 64      1248.1      1839.3      6213.8
+//   fp8   BT = 128     1437.4      1637.9      4780.8
+//   bf16  BT = 64      1793.3
+//   bf16  BT = 128     1848.6      2048.1   (the wide GEMMs: 1863 at T = 2048)
+// Half the dequantization per multiply pays once experts have enough rows to fill the tile;
+// with one CTA per SM there is less latency hiding, which costs more at fewer rows. NVFP4:
+// 128, the geometric middle of 64 (loses) and 256 (wins); FP8: 45, of 32 and 64; bf16
+// weights (no dequantization): never.
+constexpr double kLargeTileRowsW4 = 128.0, kLargeTileRowsW8 = 45.0;
 }  // namespace
+
+double large_tile_rows(const MoeSpec& spec) {
+  switch (codes(spec)) {
+    case Codes::W4: return kLargeTileRowsW4;
+    case Codes::W8:
+    case Codes::W8A8: return kLargeTileRowsW8;  // W8A8's decode GEMMs are the W8A16 ones
+    default: return std::numeric_limits<double>::infinity();
+  }
+}
 
 double crossover_rows(const MoeSpec& spec) {
   const double forced = rt::settings().sm90_crossover;
@@ -94,8 +131,11 @@ Plan plan(const MoeSpec& spec, int64_t tokens) {
       p.bt = rt::settings().sm90_decode_bt;
       return p;
     }
-    // Twice the average, so that few experts need a second pass over their weights. (128, one
-    // CTA per SM: forced only, not yet measured against the rest.)
+    if (rows_per_expert >= large_tile_rows(spec)) {
+      p.bt = 128;
+      return p;
+    }
+    // Twice the average, so that few experts need a second pass over their weights.
     p.bt = 64;
     for (int bt : kDecodeTiles)
       if (bt <= 64 && 2.0 * rows_per_expert <= bt) {

@@ -124,6 +124,9 @@ struct Plan {
   int bt = 0;  // decode token tile
 };
 double crossover_rows(const MoeSpec& spec);
+// Average routed rows per expert from which the decode GEMMs take the 128-token tile (one CTA
+// per SM) instead of the rule's 16 / 32 / 64 (infinite where it never does).
+double large_tile_rows(const MoeSpec& spec);
 Plan plan(const MoeSpec& spec, int64_t tokens);
 
 // ---- tensor maps (tensor_map.cpp) ----
