@@ -162,11 +162,7 @@ int run(const RunOptions& o) {
   int status = 0;
   if (o.check && o.tokens > 0) {
     reference::Options ro;
-    const int64_t want = o.check_rows > 0 ? o.check_rows : (o.tokens <= 512 ? o.tokens : 256);
-    if (want < o.tokens) {  // sample rows evenly, always including the first and last
-      for (int64_t i = 0; i < want; ++i) ro.rows.push_back(i * (o.tokens - 1) / std::max<int64_t>(want - 1, 1));
-      ro.rows.erase(std::unique(ro.rows.begin(), ro.rows.end()), ro.rows.end());
-    }
+    ro.rows = reference::even_rows(o.tokens, o.check_rows > 0 ? o.check_rows : (o.tokens <= 512 ? o.tokens : 256));
     const std::vector<double> ref = reference::forward(spec, *weights, in.x_view(), in.logits_view(), ro);
     double num = 0, den = 0;
     bool nan = false;

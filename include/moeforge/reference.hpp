@@ -37,6 +37,10 @@ struct Options {
   std::function<void(int64_t done, int64_t total)> progress;  // called from one thread
 };
 
+// Options::rows for checking a batch of `tokens` on at most `want` rows: all of them (empty)
+// when tokens <= want, else `want` rows spread evenly, the first and the last included.
+std::vector<int64_t> even_rows(int64_t tokens, int64_t want);
+
 // The bound on ||out - ref|| / ||ref|| a backend's output must meet (DESIGN.md, "Testing
 // rules"): 1e-2 with bf16 / fp16 activations (bf16 output and bf16 h between the GEMMs), 3e-2
 // with FP8 activations (the fp8 bound: h held in bf16 before its 1 x 128 quantization moves

@@ -223,6 +223,14 @@ void load_x_row(const TensorView& x, int64_t t, double* out) {
 
 }  // namespace
 
+std::vector<int64_t> even_rows(int64_t tokens, int64_t want) {
+  std::vector<int64_t> rows;
+  if (want >= tokens) return rows;
+  for (int64_t i = 0; i < want; ++i) rows.push_back(i * (tokens - 1) / std::max<int64_t>(want - 1, 1));
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
 double error_bound(const MoeSpec& spec) {
   return spec.activation_format == ActivationFormat::FP8_Group128 ? 3e-2 : 1e-2;
 }

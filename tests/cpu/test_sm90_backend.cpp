@@ -183,10 +183,10 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
         else EXPECT_TRUE(p.bt == 64 || 2 * rows <= p.bt) << T;
       }
     }
-    // The self-test runs every GEMM pair the planner can pick: wide, decode, and the 128-token
-    // decode tile where the format uses it.
+    // The self-test runs every GEMM pair the planner can pick: wide (unless never), decode, and
+    // the 128-token decode tile where the format uses it.
     const MoeSpec ts = self_test_spec(s);
-    bool saw_wide = false, saw_decode = c <= 0, saw_large = !(sm90::large_tile_rows(ts) < c);
+    bool saw_wide = !std::isfinite(c), saw_decode = c <= 0, saw_large = !(sm90::large_tile_rows(ts) < c);
     for (int64_t T : sm90_backend().self_test_tokens(ts)) {
       EXPECT_EQ(T % 2, 1) << "odd sizes: partial tiles everywhere";
       const sm90::Plan p = sm90::plan(ts, T);

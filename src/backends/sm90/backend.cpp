@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backends/backend.hpp"
 #include "backends/portable/portable.hpp"
@@ -264,16 +265,16 @@ class Sm90Backend final : public Backend {
 
   std::vector<int64_t> self_test_tokens(const MoeSpec& test_spec) const override {
     // A size in each of the planner's ranges (in rows per expert: the decode GEMMs' rule tiles
-    // below l, their 128-token tile from l, the wide GEMMs from the crossover c): about
-    // min(c, l) / 2 (odd, at most 37 tokens), l + 17 where l < c, and c + 17 (at most 8193
-    // tokens), the first timed.
+    // below l, their 128-token tile from l, the wide GEMMs from the crossover c; either may be
+    // infinite): about min(c, l) / 2 (odd, at most 37 tokens), l + 17 where l < c, and c + 17
+    // (at most 8193 tokens), the first timed.
     const double per_row = double(test_spec.num_experts) / test_spec.topk;
     const double c = crossover_rows(test_spec), l = large_tile_rows(test_spec);
     auto tokens = [&](double rows) { return std::min<int64_t>(8193, int64_t(rows * per_row)) | 1; };
     std::vector<int64_t> t;
     if (c > 0) t.push_back(std::min<int64_t>(37, std::max<int64_t>(1, int64_t(std::min(c, l) / 2 * per_row)) | 1));
     if (l < c) t.push_back(tokens(l + 17));
-    t.push_back(tokens(c + 17));
+    if (std::isfinite(c)) t.push_back(tokens(c + 17));
     return t;
   }
 };

@@ -48,8 +48,13 @@ constexpr double kCrossoverRowsBf16 = 45.0;
 //   T (rows/expert)   2048 (64)   8192 (256)   36308 (1135)
 //   decode, BT = 128   1545.8       4100.9      17568.3
 //   wide               2575.6       6386.0      23387.7
-// The decode GEMMs win at every T measured, the wide ones are used from 1600 rows on.
-constexpr double kCrossoverRowsW4 = 1600.0;
+// and at twice that size, b0a9f1d (...-b0a9f1d-bench-mistral-small-4-sm90-{decode,wide}-nvfp4-T72616.json):
+//   T (rows/expert)   72616 (2270)
+//   decode, BT = 128    36298.1
+//   wide                45616.2
+// The decode GEMMs win at every T measured (by 40, 36, 25, 20 %): the planner never picks the
+// wide W4A16 GEMMs (they run when forced, MOEFORGE_SM90_CROSSOVER).
+constexpr double kCrossoverRowsW4 = std::numeric_limits<double>::infinity();
 // FP8 (W8A16 dequantizing GEMMs), measured on the H200 at ce1ce94, Mistral-Small-4, both
 // forced in one run (bench/results/2026-11-30-ce1ce94-bench-mistral-small-4-sm90-{decode,wide}-fp8.json), us:
 //   T (rows/expert)   128 (4)   512 (16)   2048 (64)   8192 (256)
@@ -65,8 +70,12 @@ constexpr double kCrossoverRowsW4 = 1600.0;
 //   T (rows/expert)   2048 (64)   8192 (256)   36308 (1135)
 //   decode, BT = 128   1637.9       4780.8      19710.9
 //   wide               1789.9       4959.6      20159.9
-// The decode GEMMs win at every T measured (by 8.5, 3.6, 2.2 %), the wide ones are used from
-// 1600 rows on.
+// and at b0a9f1d (...-b0a9f1d-bench-mistral-small-4-sm90-{decode,wide}-fp8-T72616.json):
+//   T (rows/expert)   72616 (2270)
+//   decode, BT = 128    40791.6
+//   wide                40290.8
+// The decode GEMMs win up to 1135 rows per expert (by 8.5, 3.6, 2.2 %) and lose at 2270 (1.2 %):
+// 1600, the geometric middle.
 constexpr double kCrossoverRowsW8 = 1600.0;
 // FP8 weights with FP8 activations (W8A8): the QGMMA GEMMs against the W8A16 decode GEMMs on
 // x and h rounded through FP8 in place (two more launches), both forced in one run (H200,
@@ -95,11 +104,18 @@ constexpr double kCrossoverRowsW8A8 = 5.7;
 //   fp8   BT = 128     1437.4      1637.9      4780.8
 //   bf16  BT = 64      1793.3
 //   bf16  BT = 128     1848.6      2048.1   (the wide GEMMs: 1863 at T = 2048)
+// and between those, at b0a9f1d (...-b0a9f1d-bench-mistral-small-4-sm90-{nvfp4,fp8}.json with the
+// planner's 128, ...-b0a9f1d-bench-mistral-small-4-sm90-decode-{nvfp4,fp8}-bt64-T1536-T4096.json):
+//   T (rows/expert)   1536 (48)   4096 (128)
+//   nvfp4 BT = 64                  2381.7
+//   nvfp4 BT = 128                 2340.1
+//   fp8   BT = 64      1374.8
+//   fp8   BT = 128     1549.5
 // Half the dequantization per multiply pays once experts have enough rows to fill the tile;
 // with one CTA per SM there is less latency hiding, which costs more at fewer rows. NVFP4:
-// 128, the geometric middle of 64 (loses) and 256 (wins); FP8: 45, of 32 and 64; bf16
-// weights (no dequantization): never.
-constexpr double kLargeTileRowsW4 = 128.0, kLargeTileRowsW8 = 45.0;
+// from 128 rows per expert (wins there by 2 %, loses at 64); FP8: 55, the geometric middle of
+// 48 (loses) and 64 (wins); bf16 weights (no dequantization): never.
+constexpr double kLargeTileRowsW4 = 128.0, kLargeTileRowsW8 = 55.0;
 }  // namespace
 
 double large_tile_rows(const MoeSpec& spec) {
