@@ -407,3 +407,20 @@ TEST(ReferenceLayer, DISABLED_MistralSmall4Timing) {
     EXPECT_TRUE(std::isfinite(sq));
   }
 }
+
+// Rows a check samples: all (empty) up to `want`, else `want` sorted, distinct rows from the
+// first to the last, spread evenly.
+TEST(ReferenceLayer, EvenRowsSpanTheBatch) {
+  EXPECT_TRUE(reference::even_rows(37, 512).empty());
+  EXPECT_TRUE(reference::even_rows(512, 512).empty());
+  const std::vector<int64_t> r = reference::even_rows(6469, 512);
+  ASSERT_EQ(r.size(), 512u);
+  EXPECT_EQ(r.front(), 0);
+  EXPECT_EQ(r.back(), 6468);
+  for (size_t i = 1; i < r.size(); ++i) {
+    EXPECT_GT(r[i], r[i - 1]);
+    EXPECT_LE(r[i] - r[i - 1], 6468 / 511 + 1);
+  }
+  EXPECT_EQ(reference::even_rows(5, 2), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(reference::even_rows(5, 1), (std::vector<int64_t>{0}));
+}

@@ -252,6 +252,13 @@ TEST(Sm90Layer, AutoChoosesItOnSm90aAndSaysWhyNotElsewhere) {
   const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = "auto", .device = 0});
   if (on_sm90a()) {
     EXPECT_EQ(layer.backend_name(), "sm90") << layer.backend_reason();
+    // Each weight format's self-test (a size in each of its planner ranges) passes.
+    for (WeightFormat f : {WeightFormat::FP8_Block128, WeightFormat::NVFP4}) {
+      MoeSpec q = spec;
+      q.weight_format = f;
+      const MoeLayer lq = MoeLayer::create(q, make_synthetic_weights(q, 7), {.backend = "auto", .device = 0});
+      EXPECT_EQ(lq.backend_name(), "sm90") << to_string(f) << ": " << lq.backend_reason();
+    }
     // What it does not serve goes to the portable backend, with the reason recorded.
     MoeSpec mx = spec;
     mx.weight_format = WeightFormat::MXFP4;
