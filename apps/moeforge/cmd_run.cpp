@@ -164,22 +164,8 @@ int run(const RunOptions& o) {
     reference::Options ro;
     ro.rows = reference::even_rows(o.tokens, o.check_rows > 0 ? o.check_rows : (o.tokens <= 512 ? o.tokens : 256));
     const std::vector<double> ref = reference::forward(spec, *weights, in.x_view(), in.logits_view(), ro);
-    double num = 0, den = 0;
-    bool nan = false;
-    auto row_err = [&](int64_t r) {
-      for (int64_t c = 0; c < spec.hidden; ++c) {
-        const size_t i = size_t(r * spec.hidden + c);
-        const double v = formats::bf16_to_float(t.out[i]);
-        nan |= std::isnan(v);
-        num += (v - ref[i]) * (v - ref[i]);
-        den += ref[i] * ref[i];
-      }
-    };
-    if (ro.rows.empty())
-      for (int64_t r = 0; r < o.tokens; ++r) row_err(r);
-    else
-      for (int64_t r : ro.rows) row_err(r);
-    const double err = nan ? NAN : std::sqrt(num / std::max(den, 1e-300));
+    const double err = reference::rel_err(t.out, ref, spec.hidden, ro.rows);
+    const bool nan = std::isnan(err);
     const double bound = reference::error_bound(spec);
     const bool ok = !nan && err < bound;
     j["check"] = {{"rows", ro.rows.empty() ? o.tokens : int64_t(ro.rows.size())},

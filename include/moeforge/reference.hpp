@@ -41,6 +41,11 @@ struct Options {
 // when tokens <= want, else `want` rows spread evenly, the first and the last included.
 std::vector<int64_t> even_rows(int64_t tokens, int64_t want);
 
+// ||out - ref|| / ||ref|| over `rows` (empty: every row) of a [T, hidden] bf16 output (raw bits)
+// against forward()'s result for the same rows; NaN if any compared element is NaN.
+double rel_err(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
+               const std::vector<int64_t>& rows);
+
 // The bound on ||out - ref|| / ||ref|| a backend's output must meet (DESIGN.md, "Testing
 // rules"): 1e-2 with bf16 / fp16 activations (bf16 output and bf16 h between the GEMMs), 3e-2
 // with FP8 activations (the fp8 bound: h held in bf16 before its 1 x 128 quantization moves

@@ -35,27 +35,6 @@ MoeSpec self_test_spec(const MoeSpec& like) {
 
 namespace {
 
-// Over the rows the reference computed (rows; empty: all): the rest of ref is 0.
-double rel_err(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
-               const std::vector<int64_t>& rows) {
-  double num = 0, den = 0;
-  bool nan = false;
-  auto row_err = [&](int64_t r) {
-    for (int64_t c = 0; c < hidden; ++c) {
-      const size_t i = size_t(r * hidden + c);
-      const double o = formats::bf16_to_float(out_bf16[i]);
-      nan |= std::isnan(o);
-      num += (o - ref[i]) * (o - ref[i]);
-      den += ref[i] * ref[i];
-    }
-  };
-  if (rows.empty())
-    for (int64_t r = 0; r < int64_t(ref.size()) / hidden; ++r) row_err(r);
-  else
-    for (int64_t r : rows) row_err(r);
-  return nan ? NAN : std::sqrt(num / std::max(den, 1e-300));
-}
-
 // One batch of T tokens against the CPU reference: (rel_err, median wall time in us).
 std::pair<double, double> run_batch(const Backend& backend, const PreparedLayer& layer, const MoeSpec& spec,
                                     const WeightSource& weights, int64_t T, int device) {
@@ -90,7 +69,7 @@ std::pair<double, double> run_batch(const Backend& backend, const PreparedLayer&
     us = times[times.size() / 2];
     out = dout.to_host<uint16_t>();
   }
-  return {rel_err(out, ref, spec.hidden, ro.rows), us};
+  return {reference::rel_err(out, ref, spec.hidden, ro.rows), us};
 }
 
 SelfTestResult run(const Backend& backend, const MoeSpec& like, int device) {

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -229,6 +230,26 @@ std::vector<int64_t> even_rows(int64_t tokens, int64_t want) {
   for (int64_t i = 0; i < want; ++i) rows.push_back(i * (tokens - 1) / std::max<int64_t>(want - 1, 1));
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   return rows;
+}
+
+double rel_err(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
+               const std::vector<int64_t>& rows) {
+  double num = 0, den = 0;
+  bool nan = false;
+  auto row_err = [&](int64_t r) {
+    for (int64_t c = 0; c < hidden; ++c) {
+      const size_t i = size_t(r * hidden + c);
+      const double o = formats::bf16_to_float(out_bf16[i]);
+      nan |= std::isnan(o);
+      num += (o - ref[i]) * (o - ref[i]);
+      den += ref[i] * ref[i];
+    }
+  };
+  if (rows.empty())
+    for (int64_t r = 0; r < int64_t(ref.size()) / hidden; ++r) row_err(r);
+  else
+    for (int64_t r : rows) row_err(r);
+  return nan ? NAN : std::sqrt(num / std::max(den, 1e-300));
 }
 
 double error_bound(const MoeSpec& spec) {
