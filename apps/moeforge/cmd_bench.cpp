@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -24,6 +25,7 @@
 #include "moeforge/reference.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/graph.hpp"
 
 namespace moeforge::cli {
 namespace {
@@ -40,12 +42,21 @@ struct BenchOptions {
   std::string checkpoint;
   int layer = 0;
   std::string l2_flush = "read";
+  std::string launch = "graph";
 };
 
 bench::L2Flush parse_l2_flush(const std::string& v) {
   if (v == "read") return bench::L2Flush::Read;
   if (v == "write") return bench::L2Flush::Write;
   throw InvalidArgument("--l2-flush", fmt::format("must be read or write, got '{}'", v));
+}
+
+// --launch: graph (the forward captured once, each timed run one graph replay, as engines run
+// decode) or stream (each timed run enqueues the forward's launches directly).
+bool parse_launch_graph(const std::string& v) {
+  if (v == "graph") return true;
+  if (v == "stream") return false;
+  throw InvalidArgument("--launch", fmt::format("must be graph or stream, got '{}'", v));
 }
 
 // Bytes of one expert's weights as stored (values + scales + biases).
@@ -67,6 +78,7 @@ int bench(const BenchOptions& o) {
   // The options first, so that a bad one says so on any machine.
   if (o.runs < 1) throw InvalidArgument("--runs", fmt::format("must be >= 1, got {}", o.runs));
   const bench::L2Flush l2_flush = parse_l2_flush(o.l2_flush);
+  const bool graph = parse_launch_graph(o.launch);
   for (int64_t t : o.tokens)
     if (t < 1) throw InvalidArgument("--tokens", fmt::format("every T must be >= 1, got {}", t));
   std::shared_ptr<const CheckpointWeights> ckpt;
@@ -104,8 +116,15 @@ int bench(const BenchOptions& o) {
     DeviceBuffer out(o.device, size_t(T * spec.hidden * 2));
     const TensorView xv = x.view(DType::bf16, {T, spec.hidden}), lv = l.view(DType::f32, {T, spec.num_experts}),
                      ov = out.view(DType::bf16, {T, spec.hidden});
+    auto forward = [&](CUstream s) { layer.forward(xv, lv, ov, s); };
+    std::optional<rt::Graph> captured;
+    if (graph) {
+      forward(stream);  // compiles and loads outside the capture
+      rt::check(rt::driver().cuStreamSynchronize(stream), "warm-up before capture");
+      captured.emplace(rt::Graph::capture(stream, forward));
+    }
     const bench::Timing t = bench::time_on_stream(
-        o.device, stream, [&](CUstream s) { layer.forward(xv, lv, ov, s); }, 3, o.runs, l2_flush);
+        o.device, stream, [&](CUstream s) { captured ? captured->launch(s) : forward(s); }, 3, o.runs, l2_flush);
 
     const double bytes = double(touched.size()) * expert_bytes(spec, spec.intermediate, spec.expert_bias) +
                          spec.num_shared_experts * expert_bytes(spec, spec.shared_intermediate, false) +
@@ -151,6 +170,7 @@ int bench(const BenchOptions& o) {
                  {"checkpoint", ckpt ? nlohmann::json(ckpt->describe()) : nlohmann::json(nullptr)},
                  {"backend_reason", layer.backend_reason()},
                  {"l2_flush", bench::to_string(l2_flush)},
+                 {"launch", graph ? "graph" : "stream"},
                  {"rows", rows}});
   if (!o.json_path.empty()) {
     std::ofstream f(o.json_path);
@@ -162,8 +182,9 @@ int bench(const BenchOptions& o) {
              layer.backend_name(), to_string(spec.weight_format), to_string(spec.activation_format));
   fmt::print("ceilings: read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s ({}), fp8 GEMM {:.0f} TFLOP/s ({})\n",
              ceil.read_GBps, ceil.bf16_TFLOPs, ceil.gemm_note, ceil.fp8_TFLOPs, ceil.fp8_gemm_note);
-  fmt::print("L2 emptied before each run by a {} of 2x its size\n",
-             l2_flush == bench::L2Flush::Read ? "clean read" : "memset");
+  fmt::print("L2 emptied before each run by a {} of 2x its size; each run {}\n",
+             l2_flush == bench::L2Flush::Read ? "clean read" : "memset",
+             graph ? "one replay of the forward captured in a CUDA graph" : "the forward's launches, enqueued directly");
   fmt::print("{:>7} {:>10} {:>10} {:>7} {:>8} {:>8} {:>8}  {:<7} {}\n", "T", "us", "floor_us", "ratio", "TFLOP/s",
              "GB/s", "experts", "bound", "gemms");
   for (const auto& r : rows)
@@ -193,6 +214,10 @@ Registered register_bench(CLI::App& root) {
   cmd->add_option("--l2-flush", o->l2_flush,
                   "How the L2 is emptied before each timed run: read (a clean 2x-L2 read; nothing left to write "
                   "back, as the floor assumes) or write (a 2x-L2 memset, whose dirty lines the run writes back)")
+      ->capture_default_str();
+  cmd->add_option("--launch", o->launch,
+                  "How each timed run is launched: graph (one replay of the forward captured in a CUDA graph, as "
+                  "inference engines run decode) or stream (the forward's kernels enqueued one by one)")
       ->capture_default_str();
   return {cmd, [o] { return bench(*o); }};
 }

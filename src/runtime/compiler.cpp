@@ -65,8 +65,23 @@ std::vector<std::string> compile_options(const CompileRequest& req) {
   std::vector<std::string> o = {"-arch=" + req.target, "-std=c++17", "-default-device"};
   for (const auto& [k, v] : req.defines) o.push_back(v.empty() ? "-D" + k : "-D" + k + "=" + v);
   for (const auto& x : req.options) o.push_back(x);
+  if (req.grid_wait) o.push_back("-DMOE_PDL=1");  // common/grid_dependency.cuh
   return o;
 }
+
+namespace {
+
+// Whether the PTX body of `entry` executes griddepcontrol.wait (inlined into it, as
+// common/grid_dependency.cuh's helpers are: a callee's wait would not be seen, a false negative).
+bool entry_waits_on_prior_grid(std::string_view ptx, const std::string& entry) {
+  const size_t at = ptx.find(".entry " + entry + "(");
+  if (at == std::string_view::npos) return false;
+  const size_t end = ptx.find(".entry ", at + 1);
+  return ptx.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at)
+             .find("griddepcontrol.wait") != std::string_view::npos;
+}
+
+}  // namespace
 
 std::vector<std::pair<std::string, std::string_view>> source_closure(const std::string& source) {
   std::vector<std::pair<std::string, std::string_view>> out;
@@ -156,6 +171,19 @@ CompileResult compile(const CompileRequest& req) {
   res.cubin.resize(size);
   r = nvrtcGetCUBIN(prog, res.cubin.data());
   if (r != NVRTC_SUCCESS) throw CompileError(fmt::format("nvrtcGetCUBIN({}): {}", req.source, nvrtcGetErrorString(r)));
+  if (req.grid_wait) {  // the proof that launching it with PDL is safe
+    size_t ptx_size = 0;
+    std::string ptx;
+    if (nvrtcGetPTXSize(prog, &ptx_size) == NVRTC_SUCCESS) {
+      ptx.resize(ptx_size);
+      if (nvrtcGetPTX(prog, ptx.data()) != NVRTC_SUCCESS) ptx.clear();
+    }
+    if (!entry_waits_on_prior_grid(ptx, req.entry))
+      throw CompileError(fmt::format(
+          "{} (entry {}) is declared for programmatic dependent launch but its PTX for {} has no griddepcontrol.wait: "
+          "call wait_for_prior_grid() (common/grid_dependency.cuh) before its first dependent memory access",
+          req.source, req.entry, req.target));
+  }
   res.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -18,6 +18,9 @@ struct CompileRequest {
   std::vector<std::pair<std::string, std::string>> defines;
   std::vector<std::string> options;  // extra NVRTC options
   std::string target;                // exact target, e.g. "sm_90a"
+  // Compile with MOE_PDL=1 and fail unless the entry's PTX waits on the prior grid
+  // (griddepcontrol.wait): the proof behind launching it with PDL (common/grid_dependency.cuh).
+  bool grid_wait = false;
 };
 
 // The complete NVRTC option list for req (what the cache key hashes).

@@ -25,7 +25,7 @@ namespace moeforge::rt {
   X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)            \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate) \
   X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuMemHostAlloc) X(cuMemFreeHost)       \
-  X(cuTensorMapEncodeTiled)
+  X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
 
 struct Driver {
 #define MOEFORGE_DECLARE(name) decltype(&::name) name = nullptr;

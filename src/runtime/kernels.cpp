@@ -34,7 +34,7 @@ std::string spec_label(const KernelSpec& s) {
 
 std::string memo_key(int device, const KernelSpec& s) {
   // Embedded sources are immutable in a process, so the spec determines the cache key.
-  std::string k = fmt::format("{}|{}|{}|{}|{}|", device, s.source, s.entry, s.threads, s.smem_bytes);
+  std::string k = fmt::format("{}|{}|{}|{}|{}|{}|", device, s.source, s.entry, s.threads, s.smem_bytes, s.pdl);
   for (auto& [a, b] : s.defines) k += a + "=" + b + ";";
   k += "|";
   for (auto& o : s.options) k += o + ";";
@@ -90,6 +90,10 @@ LoadedKernel load_verified(int device, const DeviceInfo& info, std::string_view 
 
 }  // namespace
 
+bool launches_with_pdl(const KernelSpec& s, const std::string& target) {
+  return s.pdl && settings().pdl && target_sm_number(target) >= 90;
+}
+
 std::string budget_violation(const KernelSpec& s, const DeviceInfo& dev) {
   std::vector<std::string> why;
   if (!built_for(s, dev.target))
@@ -133,11 +137,13 @@ const LoadedKernel& load_kernel(int device, const KernelSpec& spec) {
   std::call_once(slot->once, [&] {  // an exception leaves the slot empty for a retry
     const DeviceInfo& info = cached_device_info(device);
     if (std::string why = budget_violation(spec, info); !why.empty()) throw Unsupported(why);
-    CompileRequest req{spec.source, spec.entry, spec.defines, spec.options, info.target};
+    const bool pdl = launches_with_pdl(spec, info.target);
+    CompileRequest req{spec.source, spec.entry, spec.defines, spec.options, info.target, pdl};
     CacheResult got = default_cache().get(req);
     LoadedKernel k = load_verified(device, info, *got.cubin, spec.entry, spec_label(spec), got.path, spec.smem_bytes,
                                    spec.threads);
     k.key = got.key;
+    k.pdl = pdl;
     slot->kernel = std::move(k);
   });
   return slot->kernel;
@@ -172,8 +178,24 @@ void launch(const LoadedKernel& k, Dim3 grid, Dim3 block, unsigned smem_bytes, C
   const Driver& d = driver();
   use_device(k.device);
   record_launch(stage, k.name, grid, block, stream, k.device);
-  check(d.cuLaunchKernel(k.function, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem_bytes, stream, args,
-                         nullptr),
+  CUresult r;
+  if (k.pdl) {  // its compile proved the wait (compiler.cpp): it may start before its predecessor ends
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = grid.x, cfg.gridDimY = grid.y, cfg.gridDimZ = grid.z;
+    cfg.blockDimX = block.x, cfg.blockDimY = block.y, cfg.blockDimZ = block.z;
+    cfg.sharedMemBytes = smem_bytes;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    r = d.cuLaunchKernelEx(&cfg, k.function, args, nullptr);
+  } else {
+    r = d.cuLaunchKernel(k.function, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem_bytes, stream, args,
+                         nullptr);
+  }
+  check(r,
         fmt::format("launch of stage '{}' (kernel {}, grid ({},{},{}), block ({},{},{}), {} B smem)", stage, k.name,
                     grid.x, grid.y, grid.z, block.x, block.y, block.z, smem_bytes)
             .c_str());

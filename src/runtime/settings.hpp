@@ -14,6 +14,8 @@
 //   MOEFORGE_SM90_DECODE_BT token tile of the sm90 decode GEMMs (16, 32 or 64) wherever the
 //                           planner runs them; for measuring the choice (bench); unset = the
 //                           planner's rule (plan.cpp)
+//   MOEFORGE_PDL            0: launch no kernel with programmatic dependent launch (for A/B and
+//                           debugging); default 1 on sm_90 and up (rt::KernelSpec::pdl)
 #pragma once
 #include <functional>
 #include <string>
@@ -30,6 +32,7 @@ struct Settings {
   std::string commit = "unknown";  // for result records
   double sm90_crossover = -1;      // < 0: the tuned table
   int sm90_decode_bt = 0;          // 0: the planner's rule; else 16, 32, 64 or 128
+  bool pdl = true;                 // MOEFORGE_PDL
 };
 
 // Reads the environment on first call; the same object afterwards.

@@ -80,6 +80,7 @@ TEST(CliRun, BadFlagsNameTheArgument) {
 // bench's own flags are checked before it looks for a GPU: the same error on every machine.
 TEST(CliBench, BadFlagsNameTheArgument) {
   expect_exit("bench --l2-flush sideways --tokens 1", 2, "--l2-flush: must be read or write, got 'sideways'");
+  expect_exit("bench --launch eagerly --tokens 1", 2, "--launch: must be graph or stream, got 'eagerly'");
   expect_exit("bench --runs 0", 2, "--runs");
   expect_exit("bench --tokens 0", 2, "--tokens");
 }

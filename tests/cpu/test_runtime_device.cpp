@@ -1,9 +1,11 @@
 // Device model, settings, ELF checks on real NVRTC output, every kernel x every target.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "backends/backend.hpp"
+#include "backends/portable/portable.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/spec.hpp"
 #include "runtime/breadcrumbs.hpp"
@@ -230,7 +232,8 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
   for (const std::string& target : supported_targets()) {
     for (const auto& [id, k] : specs) {
       if (!built_for(k, target)) continue;
-      CompileRequest req{k.source, k.entry, k.defines, k.options, target};
+      // As load_kernel asks for it: with the PDL proof where it launches with PDL.
+      CompileRequest req{k.source, k.entry, k.defines, k.options, target, launches_with_pdl(k, target)};
       CompileResult r;
       ASSERT_NO_THROW(r = compile(req)) << id << " for " << target;
       CubinInfo info = parse_cubin(r.cubin, id);
@@ -287,6 +290,31 @@ TEST(ElfVerify, MeasuredFlagsAndTheArchSpecificBit) {
   std::string not_elf = c121a;
   not_elf[1] = 'X';
   EXPECT_THROW(verify_cubin(not_elf, "sm_121a", "f"), CacheError);
+}
+
+// A kernel declared for programmatic dependent launch compiles only if its PTX waits on the prior
+// grid; the proof is asked for on sm_90 and later only (griddepcontrol does not exist before).
+TEST(RuntimeCompile, PdlNeedsTheWaitCompiledIn) {
+  CompileRequest req{"common/selftest.cuh", "moeforge_selftest", {{"SELFTEST_MUL", "3u"}}, {}, "sm_90a", true};
+  try {
+    compile(req);
+    FAIL() << "a kernel without griddepcontrol.wait passed the PDL proof";
+  } catch (const CompileError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("moeforge_selftest"), std::string::npos) << m;
+    EXPECT_NE(m.find("griddepcontrol.wait"), std::string::npos) << m;
+  }
+  EXPECT_NE(std::find(compile_options(req).begin(), compile_options(req).end(), "-DMOE_PDL=1"),
+            compile_options(req).end());
+  req.grid_wait = false;
+  EXPECT_NO_THROW(compile(req));
+
+  KernelSpec combine = portable::combine_kernel(presets::get("mistral-small-4"), DType::bf16, true);
+  ASSERT_TRUE(combine.pdl);
+  EXPECT_TRUE(launches_with_pdl(combine, "sm_90a"));
+  EXPECT_FALSE(launches_with_pdl(combine, "sm_89"));
+  EXPECT_NO_THROW(compile({combine.source, combine.entry, combine.defines, combine.options, "sm_90a", true}));
+  EXPECT_FALSE(launches_with_pdl(selftest_kernel_spec(), "sm_90a"));
 }
 
 TEST(RuntimeCompile, CompileErrorCarriesLogAndOptions) {

@@ -132,14 +132,21 @@ if has bench; then
         flush=${MOEFORGE_BENCH_L2_FLUSH:-read}
         [ "$flush" = read ] || tag+="-flush$flush"
         [ -z "${MOEFORGE_SM90_DECODE_BT:-}" ] || tag+="-bt$MOEFORGE_SM90_DECODE_BT"  # a forced decode token tile
+        # MOEFORGE_BENCH_LAUNCH=stream: each run enqueues the forward's launches (the records before
+        # session 11; tagged); the default replays it from a CUDA graph.
+        launch=${MOEFORGE_BENCH_LAUNCH:-graph}
+        [ "$launch" = graph ] || tag+="-$launch"
+        [ "${MOEFORGE_PDL:-1}" = 1 ] || tag+="-nopdl"  # programmatic dependent launch off (A/B)
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
         for which in main ${base_cli:+base}; do
           select_cli $which
           run_tag=$tag$sfx
+          launch_args=(--launch "$launch")  # a baseline older than --launch enqueues directly
+          "$run_cli" bench --help 2>/dev/null | grep -q -- --launch || launch_args=()
           env "${env_args[@]}" "${run_env[@]}" "$run_cli" bench --model "$model" --backend "${backend%-*}" \
-              --weights "$w" --activations "$acts" --l2-flush "$flush" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
+              --weights "$w" --activations "$acts" --l2-flush "$flush" "${launch_args[@]}" --tokens ${MOEFORGE_BENCH_TOKENS:-1,8,32,128,512,2048,8192,36308} \
               --json "$out/bench-$run_tag.json" \
               2> "$logs/bench-$run_tag.err" | tee "$logs/bench-$run_tag.txt"
           note "bench $run_tag rc=${PIPESTATUS[0]}"

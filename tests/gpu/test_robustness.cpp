@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -54,6 +55,7 @@
 #include "runtime/breadcrumbs.hpp"
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/graph.hpp"
 #include "runtime/settings.hpp"
 
 namespace moeforge {
@@ -202,20 +204,13 @@ TEST_P(RobustGraph, ReplaysEqualEagerRunsBitForBit) {
   forward();
   rt::check(d.cuStreamSynchronize(st.s), "warm-up");
 
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  rt::check(d.cuStreamBeginCapture(st.s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+  std::optional<rt::Graph> graph;
   try {
-    forward();  // must not synchronize, copy to the host or allocate outside the stream
+    // forward must not synchronize, copy to the host or allocate outside the stream
+    graph.emplace(rt::Graph::capture(st.s, [&](CUstream) { forward(); }));
   } catch (const std::exception& e) {
-    CUgraph g = nullptr;
-    d.cuStreamEndCapture(st.s, &g);
-    if (g) d.cuGraphDestroy(g);
     FAIL() << "forward failed while capturing: " << e.what();
   }
-  rt::check(d.cuStreamEndCapture(st.s, &graph), "cuStreamEndCapture");
-  ASSERT_NE(graph, nullptr);
-  rt::check(d.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
 
   int64_t differing_replays = 0, unwritten = 0;
   for (int r = 0; r < 20; ++r) {
@@ -226,7 +221,7 @@ TEST_P(RobustGraph, ReplaysEqualEagerRunsBitForBit) {
       rt::check(d.cuMemcpyHtoDAsync(bufs.ids.ptr(), c.ids.data(), 4, st.s), "bad id");
     }
     bufs.poison(st.s);
-    rt::check(d.cuGraphLaunch(exec, st.s), "cuGraphLaunch");
+    graph->launch(st.s);
     const std::vector<uint16_t> replay = bufs.result(st.s);
     bufs.poison(st.s);
     if (precomputed && r == 19) {
@@ -249,8 +244,6 @@ TEST_P(RobustGraph, ReplaysEqualEagerRunsBitForBit) {
   EXPECT_EQ(differing_replays, 0);
   EXPECT_EQ(unwritten, 0) << "NaN (unwritten) elements in replays";
   RecordProperty("replays", 20);
-  d.cuGraphExecDestroy(exec);
-  d.cuGraphDestroy(graph);
   sync();
 }
 

@@ -16,6 +16,7 @@ rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out, bool y_bf16) {
                {"OUT_F16", out == DType::f16 ? "1" : "0"}};
   if (y_bf16) k.defines.push_back({"Y_BF16", "1"});
   k.threads = 256;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   return k;
 }
 

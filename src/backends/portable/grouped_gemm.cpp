@@ -77,6 +77,7 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage, const TileConfig& c) 
                {"ACT_LIMIT", fmt::format("{:.9e}f", spec.activation.limit)},
                {"HAS_BIAS", spec.expert_bias ? "1" : "0"}};
   k.threads = c.threads();
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.smem_bytes = gemm_smem_bytes(c, spec.weight_format);
   return k;
 }

@@ -14,6 +14,7 @@ rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry) {
                {"TOPK", std::to_string(spec.topk)}};
   const std::string e = entry;
   k.threads = (e == "moe_scan" || e == "moe_permute_small") ? 1024 : 256;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   return k;
 }
 

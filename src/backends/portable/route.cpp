@@ -22,6 +22,7 @@ rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits) {
                {"SCALE", fmt::format("{:.17e}", r.scaling_factor)},
                {"LOGITS_BF16", logits == DType::bf16 ? "1" : "0"}};
   k.threads = 32 * kRouteWarps;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   return k;
 }
 
@@ -31,6 +32,7 @@ rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids) {
   k.entry = "moe_validate_ids";
   k.defines = {{"E", std::to_string(spec.num_experts)}, {"IDS_I64", ids == DType::i64 ? "1" : "0"}};
   k.threads = 256;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   return k;
 }
 

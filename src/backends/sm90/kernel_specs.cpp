@@ -63,6 +63,7 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
     k.defines = {{"GEMM_STAGE", std::to_string(stage)}, {"SM90_FP8_SMEM_BYTES", std::to_string(kSmemBytesW8A8)}};
     if (stage == 1) add_activation(spec, k);
     k.threads = kThreads;
+    k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
     k.smem_bytes = kSmemBytesW8A8;
     k.targets = {kTarget};
     return k;
@@ -75,6 +76,7 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
                {"SM90_SMEM_BYTES", std::to_string(wide_smem_bytes(codes(spec)))}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.smem_bytes = wide_smem_bytes(codes(spec));
   k.targets = {kTarget};
   return k;
@@ -90,6 +92,7 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
                {"PERMUTE_K", order == GatherOrder::PermutedK ? "1" : "0"},
                {"QUANT_FP8", order == GatherOrder::QuantFp8 ? "1" : "0"}};
   k.threads = kGatherThreads;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   if (order == GatherOrder::QuantFp8) k.targets = {kTarget};  // cvt to e4m3x2: sm_89 and later
   return k;
 }
@@ -100,6 +103,7 @@ rt::KernelSpec quantize_kernel(int64_t k_cols, bool round_trip) {
   k.entry = "moe_sm90_quantize_rows";
   k.defines = {{"QUANT_K", std::to_string(k_cols)}, {"QUANT_ROUND_TRIP", round_trip ? "1" : "0"}};
   k.threads = kGatherThreads;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.targets = {kTarget};
   return k;
 }
@@ -119,6 +123,7 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
                {"SM90_DECODE_SMEM_BYTES", std::to_string(smem)}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
+  k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.smem_bytes = smem;
   k.min_blocks_per_sm = decode_ctas_per_sm(bt);
   k.targets = {kTarget};

@@ -8,6 +8,7 @@
 // Defines: E, E_TOTAL, TOPK, HIDDEN, OUT_F16 (0: bf16 out, 1: f16 out), Y_BF16 (default 0).
 #pragma once
 #include "common/convert.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/types.cuh"
 
 #ifndef Y_BF16
@@ -29,6 +30,8 @@ extern "C" __global__ void __launch_bounds__(256)
   constexpr int NR = TOPK + (E_TOTAL - E);
   __shared__ i64 rows[NR];
   __shared__ int bad;
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   const i64 t = blockIdx.x;
   if (threadIdx.x == 0) bad = 0;
   __syncthreads();

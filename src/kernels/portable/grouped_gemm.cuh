@@ -39,6 +39,7 @@
 // (float literals), HAS_BIAS.
 #pragma once
 #include "common/convert.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/ptx_sm80.cuh"
 #include "common/types.cuh"
 
@@ -112,6 +113,8 @@ extern "C" __global__ void __launch_bounds__(GG_THREADS)
                      const int* __restrict__ tile_expert, const int* __restrict__ num_tiles,
                      const int* __restrict__ row_token, const float* __restrict__ row_weight,
                      void* __restrict__ out) {
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   const int tile = blockIdx.x;
   if (tile >= num_tiles[0]) return;  // surplus block of the host's upper bound
   extern __shared__ __align__(16) u8 smem_raw[];

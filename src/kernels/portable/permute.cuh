@@ -25,6 +25,7 @@
 //
 // Defines: E (routed experts), E_TOTAL (E + shared), TOPK.
 #pragma once
+#include "common/grid_dependency.cuh"
 #include "common/types.cuh"
 
 #define PERMUTE_CHUNK 1024
@@ -34,6 +35,8 @@
 extern "C" __global__ void __launch_bounds__(256)
     moe_count(const int* __restrict__ ids, i64 n_entries, int* __restrict__ chunk_counts) {
   __shared__ int hist[E];
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
   __syncthreads();
   const i64 begin = (i64)blockIdx.x * PERMUTE_CHUNK;
@@ -95,6 +98,8 @@ extern "C" __global__ void __launch_bounds__(1024)
              i64* __restrict__ seg_off, int* __restrict__ num_tiles, int* __restrict__ tile_expert,
              int tile_bound) {
   __shared__ i64 off[E_TOTAL + 1];
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   // 1. Per expert: exclusive offsets over chunks (in place) and the total.
   for (int e = threadIdx.x; e < E_TOTAL; e += blockDim.x) {
     int total = 0;
@@ -164,6 +169,8 @@ extern "C" __global__ void __launch_bounds__(32 * PERMUTE_SCATTER_WARPS)
                 const int* __restrict__ chunk_off, const i64* __restrict__ seg_off, int* __restrict__ row_of,
                 int* __restrict__ row_token, float* __restrict__ row_weight) {
   __shared__ int next[PERMUTE_SCATTER_WARPS][E];
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const i64 chunk = (i64)blockIdx.x * PERMUTE_SCATTER_WARPS + warp;
   const i64 begin = chunk * PERMUTE_CHUNK;
@@ -183,6 +190,8 @@ extern "C" __global__ void __launch_bounds__(1024)
                       int* __restrict__ row_token, float* __restrict__ row_weight) {
   __shared__ int hist[E];
   __shared__ i64 off[E_TOTAL + 1];
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
   __syncthreads();
   for (i64 i = threadIdx.x; i < n_entries; i += blockDim.x) {

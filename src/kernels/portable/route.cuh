@@ -19,6 +19,7 @@
 // RENORM (0/1), SCALE (double literal), LOGITS_BF16 (0/1).
 #pragma once
 #include "common/convert.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/types.cuh"
 
 #ifndef E
@@ -82,6 +83,8 @@ __device__ __forceinline__ float load_logit(const void* p, i64 i) {
 extern "C" __global__ void __launch_bounds__(32 * ROUTE_WARPS)
     moe_route(const void* __restrict__ logits, i64 T, const float* __restrict__ correction_bias,
               int* __restrict__ ids_out, float* __restrict__ w_out) {
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   using namespace route;
   const int lane = threadIdx.x & 31;
   const i64 t = (i64)blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);

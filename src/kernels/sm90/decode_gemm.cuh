@@ -60,12 +60,13 @@
 // ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked).
 #pragma once
 #include "common/convert.cuh"
+#include "common/grid_dependency.cuh"
 #include "sm90/decode_units.cuh"
 #include "sm90/ptx/mbarrier.cuh"
-#include "sm90/ring.cuh"
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
+#include "sm90/ring.cuh"
 #include "sm90/wait.cuh"
 #if GEMM_STAGE == 1
 #include "sm90/activation.cuh"
@@ -171,6 +172,8 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): the ring is set up before it
+  let_dependents_launch();
   const int n_tiles = (n_per_expert + WM - 1) / WM;
   if (threadIdx.x / 32 == 1) list_active_experts(counts, n_tiles, sm);
   __syncthreads();

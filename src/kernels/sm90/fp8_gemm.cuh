@@ -38,6 +38,7 @@
 // launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
 #pragma once
 #include "common/convert.cuh"
+#include "common/grid_dependency.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
@@ -135,6 +136,8 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): the ring is set up before it
+  let_dependents_launch();
   __syncthreads();
   const int m_tiles = min(*num_tiles, tile_bound);
 

@@ -65,13 +65,14 @@
 // launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
 #pragma once
 #include "common/convert.cuh"
+#include "common/grid_dependency.cuh"
 #include "sm90/ptx/math.cuh"
 #include "sm90/ptx/mbarrier.cuh"
-#include "sm90/ring.cuh"
-#include "sm90/tiles.cuh"
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ptx/wgmma.cuh"
+#include "sm90/ring.cuh"
+#include "sm90/tiles.cuh"
 #include "sm90/wait.cuh"
 #if W4
 #include "sm90/w4a16.cuh"
@@ -380,6 +381,8 @@ extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90/grouped_gemm.cuh must be compiled for sm_90a"
 #endif
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
   sm90::Epilogue epi;
 #if GEMM_STAGE == 2
   epi.row_scale = row_scale;
