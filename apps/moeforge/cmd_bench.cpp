@@ -26,6 +26,7 @@
 #include "runtime/device.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/graph.hpp"
+#include "runtime/settings.hpp"
 
 namespace moeforge::cli {
 namespace {
@@ -171,6 +172,7 @@ int bench(const BenchOptions& o) {
                  {"backend_reason", layer.backend_reason()},
                  {"l2_flush", bench::to_string(l2_flush)},
                  {"launch", graph ? "graph" : "stream"},
+                 {"pdl", rt::settings().pdl},  // MOEFORGE_PDL (programmatic dependent launch)
                  {"rows", rows}});
   if (!o.json_path.empty()) {
     std::ofstream f(o.json_path);

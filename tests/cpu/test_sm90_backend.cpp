@@ -74,6 +74,10 @@ TEST(Sm90Backend, ServesBf16WithoutBiasAndSaysWhyNotOtherwise) {
   EXPECT_NE(b.why_not(a8_bf16w, &h).find("need fp8 weights"), std::string::npos) << b.why_not(a8_bf16w, &h);
   a8.intermediate = a8.shared_intermediate = 2048 + 64;
   EXPECT_NE(b.why_not(a8, &h).find("divisible by 128"), std::string::npos) << b.why_not(a8, &h);
+  // The decode GEMMs' occupancy is set for the sm_90a SM's 228 KiB (decode_launch_smem_bytes).
+  rt::DeviceInfo odd = h;
+  odd.smem_per_sm = 200 * 1024;
+  EXPECT_NE(b.why_not(presets::get("mistral-small-4"), &odd).find("shared memory per SM"), std::string::npos);
   rt::DeviceInfo ada = h;
   ada.cc_major = 8;
   ada.cc_minor = 9;
@@ -96,12 +100,19 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
   }
   EXPECT_EQ(sm90_only, 2 + 8);  // wide GEMM 1 and 2; decode GEMM 1 and 2 for 4 token tiles
   EXPECT_EQ(decode, 8);
-  // As many decode CTAs per SM as the kernel assumes at each token tile (its streaming depth).
+  // Exactly as many decode CTAs per SM as the kernel assumes at each token tile (its streaming
+  // depth, and the grid its units are strided over): they fit, one more does not.
   const int et = s.num_experts + s.num_shared_experts;
-  for (int bt : sm90::kDecodeTiles)
-    EXPECT_LE(sm90::decode_ctas_per_sm(bt) * (sm90::decode_smem_bytes(bt, sm90::Codes::BF16, et) + 1024),
-              h.smem_per_sm)
-        << bt;
+  auto decode_occupancy_is_pinned = [&](sm90::Codes c, int experts) {
+    for (int bt : sm90::kDecodeTiles) {
+      const int ctas = sm90::decode_ctas_per_sm(bt), launch = sm90::decode_launch_smem_bytes(bt, c, experts);
+      EXPECT_GE(launch, sm90::decode_smem_bytes(bt, c, experts)) << bt;
+      EXPECT_LE(ctas * (launch + 1024), h.smem_per_sm) << bt << " " << experts;
+      EXPECT_GT((ctas + 1) * (launch + 1024), h.smem_per_sm) << bt << " " << experts;
+    }
+  };
+  decode_occupancy_is_pinned(sm90::Codes::BF16, et);
+  EXPECT_EQ(sm90::decode_launch_smem_bytes(16, sm90::Codes::BF16, et), 76 * 1024);  // 3 of 75 KB would fit
   // 4 stages x (16 KB of weights + 8 KB of tokens), the ring's barriers, 257 experts' ids and
   // running unit counts (6 bytes each), rounded to 1 KB, plus 1 KB of alignment slack.
   EXPECT_EQ(sm90::decode_smem_bytes(64, sm90::Codes::BF16, et), 99 * 1024);
@@ -120,11 +131,8 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
     EXPECT_EQ(q_sm90, 2 + 8);
     EXPECT_EQ(q_gathers, 2);  // natural and permuted K order
     const sm90::Codes c = sm90::codes(q);
-    for (int bt : sm90::kDecodeTiles) {
-      const int ctas = sm90::decode_ctas_per_sm(bt);
-      EXPECT_LE(ctas * (sm90::decode_smem_bytes(bt, c, et) + 1024), h.smem_per_sm) << bt;
-      EXPECT_LE(ctas * (sm90::decode_smem_bytes(bt, c, portable::kMaxExperts + 8) + 1024), h.smem_per_sm) << bt;
-    }
+    decode_occupancy_is_pinned(c, et);
+    decode_occupancy_is_pinned(c, portable::kMaxExperts + 8);
   }
   // W8A8: the QGMMA GEMM pair, the quantizing gather, the h quantizer and the two FP8 round
   // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (8) after the

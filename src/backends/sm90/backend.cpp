@@ -121,7 +121,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
       return rt::Dim3{unsigned(std::min<int64_t>(slots, experts * ceil_div(n, kDecodeRows)))};
     };
     const Codes dc = decode_codes(codes_);
-    const unsigned smem = unsigned(decode_smem_bytes(bt, dc, int(et)));
+    const unsigned smem = unsigned(decode_launch_smem_bytes(bt, dc, int(et)));
     const int64_t ks = decode_stage_k(dc);
     // W8A8: x and h rounded through their FP8 groups in place, each before its GEMM.
     auto round_trip = [&](const rt::LoadedKernel* k, CUdeviceptr buf, const char* stage) {
@@ -226,6 +226,9 @@ class Sm90Backend final : public Backend {
     if (device->target != kTarget)
       return fmt::format("{} is {}; the TMA/wgmma kernels are built for {} only", device->name, device->target,
                          kTarget);
+    if (device->smem_per_sm != kSmemPerSm)
+      return fmt::format("{} has {} bytes of shared memory per SM; the decode GEMMs' occupancy is set for {}",
+                         device->name, device->smem_per_sm, kSmemPerSm);
     if (std::string r = spec_unsupported(spec); !r.empty()) return r;
     if (std::string r = portable_backend().why_not(pipeline_spec(spec), device); !r.empty())
       return "portable pipeline: " + r;

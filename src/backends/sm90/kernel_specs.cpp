@@ -124,7 +124,7 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
   k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
-  k.smem_bytes = smem;
+  k.smem_bytes = decode_launch_smem_bytes(bt, c, spec.num_experts + spec.num_shared_experts);
   k.min_blocks_per_sm = decode_ctas_per_sm(bt);
   k.targets = {kTarget};
   return k;

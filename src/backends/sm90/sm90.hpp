@@ -85,6 +85,19 @@ constexpr int decode_smem_bytes(int bt, Codes c, int experts) {
   const int stages = decode_stages(bt, c);
   return (stages * (weights + bt * k * 2) + 16 * stages + 4 + 6 * experts + 1023) / 1024 * 1024 + 1024;
 }
+// Shared memory of one sm_90a SM (H100, H200, GH200: 228 KiB; why_not checks the device's) and
+// the driver's reservation per resident block.
+inline constexpr int kSmemPerSm = 233472, kSmemReservedPerBlock = 1024;
+// The decode GEMMs' launch size: their layout's, or more so that no more than
+// decode_ctas_per_sm(bt) of them fit an SM. Their units are strided over a grid of exactly that
+// many CTAs per SM; bf16 at 16-token tiles needs 75 KB and 37 registers, so three would fit,
+// and a grid launched while other kernels hold some SMs (programmatic dependent launch) was
+// placed three to an SM on some and one on others: +20-27 % at T = 8-128 (H200, d58ebfc).
+constexpr int decode_launch_smem_bytes(int bt, Codes c, int experts) {
+  const int need = decode_smem_bytes(bt, c, experts);
+  const int one_too_many = kSmemPerSm / (decode_ctas_per_sm(bt) + 1) - kSmemReservedPerBlock + 1;
+  return need >= one_too_many ? need : (one_too_many + 1023) / 1024 * 1024;
+}
 inline constexpr const char* kTarget = "sm_90a";
 
 // Spec-only reasons the sm90 GEMMs cannot serve spec ("" if they can).
