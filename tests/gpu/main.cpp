@@ -6,7 +6,10 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <cstdio>
 #include <fstream>
+#include <functional>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -54,8 +57,34 @@ class RecordListener : public ::testing::EmptyTestEventListener {
     }
     if (!failures.empty()) c["messages"] = failures;
     cases.push_back(c);
+    if (after_each) after_each();
   }
+  std::function<void()> after_each;
 };
+
+// The record as it stands: rewritten after every test (write, then rename), so that a run cut
+// off by a time limit still leaves every finished case, with "complete": false.
+void write_record(const std::string& path, const RecordListener& l, bool complete) {
+  json rec = moeforge::bench::record_header("gpu-tests");
+  // The knobs that change which kernels ran (run_all.sh runs the suite more than once); the
+  // planner's are in the header's "planner", sm90_crossover also here as earlier records have it.
+  const char* tb = std::getenv("MOEFORGE_TEST_BACKEND");
+  rec["test_backend"] = tb && *tb ? tb : "default";
+  rec["sm90_crossover"] = moeforge::rt::settings().sm90_crossover;
+  rec["pdl"] = moeforge::rt::settings().pdl;
+  rec["complete"] = complete;
+  rec["passed"] = l.passed;
+  rec["failed"] = l.failed;
+  rec["skipped"] = l.skipped;
+  rec["cases"] = l.cases;
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream f(tmp);
+    f << rec.dump(2) << "\n";
+    if (!f) throw std::runtime_error("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
+}
 
 }  // namespace
 
@@ -68,23 +97,16 @@ int main(int argc, char** argv) {
     else if (a.rfind("--json=", 0) == 0) json_path = a.substr(7);
   }
   auto* listener = new RecordListener;
+  listener->after_each = [&] {
+    if (!json_path.empty()) write_record(json_path, *listener, false);
+  };
   ::testing::UnitTest::GetInstance()->listeners().Append(listener);  // gtest owns it
   const int rc = RUN_ALL_TESTS();
   if (!json_path.empty()) {
-    json rec = moeforge::bench::record_header("gpu-tests");
-    // The knobs that change which kernels ran (run_all.sh runs the suite more than once); the
-    // planner's are in the header's "planner", sm90_crossover also here as earlier records have it.
-    const char* tb = std::getenv("MOEFORGE_TEST_BACKEND");
-    rec["test_backend"] = tb && *tb ? tb : "default";
-    rec["sm90_crossover"] = moeforge::rt::settings().sm90_crossover;
-    rec["passed"] = listener->passed;
-    rec["failed"] = listener->failed;
-    rec["skipped"] = listener->skipped;
-    rec["cases"] = listener->cases;
-    std::ofstream f(json_path);
-    f << rec.dump(2) << "\n";
-    if (!f) {
-      std::fprintf(stderr, "moeforge_gpu_tests: cannot write %s\n", json_path.c_str());
+    try {
+      write_record(json_path, *listener, true);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "moeforge_gpu_tests: %s\n", e.what());
       return rc ? rc : 7;
     }
   }

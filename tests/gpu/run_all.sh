@@ -93,7 +93,10 @@ if has tests; then
       filter=${MOEFORGE_GPU_FILTER_SM90:-'*Sm90*:*Robust*'} json="$out/gpu-tests-$pass.json"
     fi
     t0=$(date +%s)
-    env "${env_args[@]}" "$build/tests/moeforge_gpu_tests" --json "$json" ${filter:+--gtest_filter=$filter} \
+    # MOEFORGE_TEST_SECONDS: stop the pass after that long; its record keeps every finished case
+    # ("complete": false) and the logs still come back.
+    env "${env_args[@]}" ${MOEFORGE_TEST_SECONDS:+timeout $MOEFORGE_TEST_SECONDS} \
+        "$build/tests/moeforge_gpu_tests" --json "$json" ${filter:+--gtest_filter=$filter} \
         > "$logs/gpu-tests-$pass.log" 2>&1
     rc=$?
     grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$logs/gpu-tests-$pass.log" | tail -n 40
