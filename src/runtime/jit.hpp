@@ -39,15 +39,15 @@ struct KernelSpec {
   int threads = 0;          // threads per block the kernel is launched with
   int smem_bytes = 0;       // dynamic shared memory per block
   int min_blocks_per_sm = 0;
-  // Programmatic dependent launch (common/grid_dependency.cuh): on sm_90 and up (unless
-  // MOEFORGE_PDL=0) the kernel is compiled with MOE_PDL=1, its compile fails unless its PTX holds
+  // Programmatic dependent launch (common/grid_dependency.cuh): on sm_90 and up, with
+  // MOEFORGE_PDL=1, the kernel is compiled with MOE_PDL=1, its compile fails unless its PTX holds
   // griddepcontrol.wait, and it is launched to start while its stream's previous kernel runs.
   bool pdl = false;
 };
 
 // Whether load_kernel compiles spec with its PDL proof and launches it with PDL on target:
-// spec.pdl, sm_90 or later, and not MOEFORGE_PDL=0.
-bool launches_with_pdl(const KernelSpec& spec, const std::string& target);
+// spec.pdl, sm_90 or later, and enabled (MOEFORGE_PDL=1).
+bool launches_with_pdl(const KernelSpec& spec, const std::string& target, bool enabled);
 
 // Whether spec exists for target (its `targets` list is empty or names it).
 inline bool built_for(const KernelSpec& spec, const std::string& target) {

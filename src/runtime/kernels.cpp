@@ -90,8 +90,8 @@ LoadedKernel load_verified(int device, const DeviceInfo& info, std::string_view 
 
 }  // namespace
 
-bool launches_with_pdl(const KernelSpec& s, const std::string& target) {
-  return s.pdl && settings().pdl && target_sm_number(target) >= 90;
+bool launches_with_pdl(const KernelSpec& s, const std::string& target, bool enabled) {
+  return s.pdl && enabled && target_sm_number(target) >= 90;
 }
 
 std::string budget_violation(const KernelSpec& s, const DeviceInfo& dev) {
@@ -137,7 +137,7 @@ const LoadedKernel& load_kernel(int device, const KernelSpec& spec) {
   std::call_once(slot->once, [&] {  // an exception leaves the slot empty for a retry
     const DeviceInfo& info = cached_device_info(device);
     if (std::string why = budget_violation(spec, info); !why.empty()) throw Unsupported(why);
-    const bool pdl = launches_with_pdl(spec, info.target);
+    const bool pdl = launches_with_pdl(spec, info.target, settings().pdl);
     CompileRequest req{spec.source, spec.entry, spec.defines, spec.options, info.target, pdl};
     CacheResult got = default_cache().get(req);
     LoadedKernel k = load_verified(device, info, *got.cubin, spec.entry, spec_label(spec), got.path, spec.smem_bytes,

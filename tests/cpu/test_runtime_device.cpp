@@ -138,10 +138,16 @@ TEST(RuntimeSettings, ReadFromEnvironmentOnce) {
     s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", bad}}));
     EXPECT_EQ(s.sm90_decode_bt, 0) << bad;
   }
+  // Programmatic dependent launch: off unless MOEFORGE_PDL=1.
+  EXPECT_FALSE(s.pdl);
+  EXPECT_TRUE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "1"}})).pdl);
+  EXPECT_FALSE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "0"}})).pdl);
+  EXPECT_FALSE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "yes"}})).pdl);
   set_warning_sink(old);
-  ASSERT_EQ(warned.size(), 7u);
+  ASSERT_EQ(warned.size(), 8u);
   EXPECT_NE(warned[0].find("MOEFORGE_SM90_CROSSOVER='-1'"), std::string::npos) << warned[0];
   EXPECT_NE(warned[3].find("MOEFORGE_SM90_DECODE_BT='0' is not 16, 32, 64 or 128"), std::string::npos) << warned[3];
+  EXPECT_NE(warned[7].find("MOEFORGE_PDL='yes' is not 0 or 1"), std::string::npos) << warned[7];
 }
 
 TEST(RuntimeBudget, ConfigsOverTheDeviceLimitsAreRejectedWithNumbers) {
@@ -232,8 +238,8 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
   for (const std::string& target : supported_targets()) {
     for (const auto& [id, k] : specs) {
       if (!built_for(k, target)) continue;
-      // As load_kernel asks for it: with the PDL proof where it launches with PDL.
-      CompileRequest req{k.source, k.entry, k.defines, k.options, target, launches_with_pdl(k, target)};
+      // As load_kernel asks for it with MOEFORGE_PDL=1: with the PDL proof where it launches with PDL.
+      CompileRequest req{k.source, k.entry, k.defines, k.options, target, launches_with_pdl(k, target, true)};
       CompileResult r;
       ASSERT_NO_THROW(r = compile(req)) << id << " for " << target;
       CubinInfo info = parse_cubin(r.cubin, id);
@@ -311,10 +317,11 @@ TEST(RuntimeCompile, PdlNeedsTheWaitCompiledIn) {
 
   KernelSpec combine = portable::combine_kernel(presets::get("mistral-small-4"), DType::bf16, true);
   ASSERT_TRUE(combine.pdl);
-  EXPECT_TRUE(launches_with_pdl(combine, "sm_90a"));
-  EXPECT_FALSE(launches_with_pdl(combine, "sm_89"));
+  EXPECT_TRUE(launches_with_pdl(combine, "sm_90a", true));
+  EXPECT_FALSE(launches_with_pdl(combine, "sm_90a", false));  // MOEFORGE_PDL unset or 0
+  EXPECT_FALSE(launches_with_pdl(combine, "sm_89", true));
   EXPECT_NO_THROW(compile({combine.source, combine.entry, combine.defines, combine.options, "sm_90a", true}));
-  EXPECT_FALSE(launches_with_pdl(selftest_kernel_spec(), "sm_90a"));
+  EXPECT_FALSE(launches_with_pdl(selftest_kernel_spec(), "sm_90a", true));
 }
 
 TEST(RuntimeCompile, CompileErrorCarriesLogAndOptions) {

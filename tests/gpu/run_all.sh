@@ -139,7 +139,7 @@ if has bench; then
         # session 11; tagged); the default replays it from a CUDA graph.
         launch=${MOEFORGE_BENCH_LAUNCH:-graph}
         [ "$launch" = graph ] || tag+="-$launch"
-        [ "${MOEFORGE_PDL:-1}" = 1 ] || tag+="-nopdl"  # programmatic dependent launch off (A/B)
+        [ "${MOEFORGE_PDL:-0}" = 0 ] || tag+="-pdl"  # programmatic dependent launch on (A/B)
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)

@@ -1,7 +1,7 @@
 // Programmatic dependent launch (PDL), the kernel side.
 //
-// A kernel whose spec says `pdl` (rt::KernelSpec) is compiled with MOE_PDL=1 on sm_90 and up and
-// launched so that it may start while the kernel before it on the stream is still running: its
+// A kernel whose spec says `pdl` (rt::KernelSpec) is compiled, with MOEFORGE_PDL=1, with MOE_PDL=1
+// on sm_90 and up and launched so that it may start while the kernel before it on the stream is still running: its
 // CTAs become resident early and do what needs nothing from that kernel (shared memory carving,
 // mbarrier init, descriptor prefetch), then wait. The runtime proves the wait is compiled in: the
 // compile of a `pdl` spec fails unless the entry's PTX contains griddepcontrol.wait (compiler.cpp),
@@ -13,7 +13,7 @@
 //     be reading them). Weights and __grid_constant__ parameters may be touched before it.
 //   - let_dependents_launch() may come anywhere: the next kernel waits for this one's completion
 //     (and memory flush) in its own wait_for_prior_grid, whenever it was launched.
-// Without MOE_PDL (other targets, MOEFORGE_PDL=0) both are empty and the launch is ordinary.
+// Without MOE_PDL (other targets, MOEFORGE_PDL unset or 0) both are empty and the launch is ordinary.
 #pragma once
 
 #if defined(MOE_PDL) && MOE_PDL
