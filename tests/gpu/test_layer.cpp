@@ -121,6 +121,7 @@ std::vector<int64_t> sample_rows(int64_t T, uint64_t seed) {
 
 struct Compared {
   double rel_err = 0;
+  double err_sq = 0, ref_sq = 0;  // ||out - ref||^2 and ||ref||^2 over the rows: cases add up
   int64_t unwritten = 0;
 };
 // out: bf16 [T, H] from the device; ref: double [T, H] valid on `rows`.
@@ -135,6 +136,8 @@ Compared compare(const std::vector<uint16_t>& out, const std::vector<double>& re
       num += (o - r) * (o - r);
       den += r * r;
     }
+  c.err_sq = num;
+  c.ref_sq = den;
   c.rel_err = std::sqrt(num / std::max(den, 1e-300));
   return c;
 }
@@ -163,20 +166,40 @@ struct DeviceCase {
   }
 };
 
+// With FP8 activations the relative error is measured over at least this many tokens (T = 1:
+// eight calls, their errors added). x and h are rounded to e4m3 per 128-group: an upstream
+// difference of a bf16 ulp (h stored in bf16, accumulation order) moves an element across an e4m3
+// rounding boundary, a whole e4m3 step, and one token's 512-4096 outputs see few such flips or
+// many. A CPU emulation of the W8A8 decode path's roundings against the reference, qwen3 at
+// T = 1, 200 draws: 1.25 % median, 2.9 % p99, 3.1 % max per token (session 11, NOTES).
+constexpr int64_t kFp8ActivationTokens = 8;
+
 void run_case(const MoeSpec& spec, int64_t T, const std::string& backend = "portable") {
   Built& b = layer_for(spec, backend);
-  const uint64_t seed = testing::next_case_seed();
-  DeviceCase dc(spec, T, seed);
-  b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
-  const std::vector<uint16_t> out = dc.result();
-  reference::Options opt;
-  opt.rows = sample_rows(T, seed);
-  const std::vector<double> ref = reference::forward(spec, *b.weights, dc.in.x_view(), dc.in.logits_view(), opt);
-  const Compared c = compare(out, ref, spec.hidden, opt.rows);
-  ::testing::Test::RecordProperty("rel_err", std::to_string(c.rel_err));
-  ::testing::Test::RecordProperty("rows_checked", int(opt.rows.size()));
-  EXPECT_EQ(c.unwritten, 0) << "elements left NaN (unwritten or NaN)";
-  EXPECT_LT(c.rel_err, reference::error_bound(spec)) << spec.describe() << " T=" << T << " seed=" << seed;
+  const bool fp8_acts = spec.activation_format == ActivationFormat::FP8_Group128;
+  const int64_t calls = fp8_acts ? (kFp8ActivationTokens + T - 1) / T : 1;
+  double err_sq = 0, ref_sq = 0;
+  int64_t rows_checked = 0;
+  std::string seeds;
+  for (int64_t call = 0; call < calls; ++call) {
+    const uint64_t seed = testing::next_case_seed();
+    seeds += (call ? "," : "") + std::to_string(seed);
+    DeviceCase dc(spec, T, seed);
+    b.layer->forward(dc.xv(), dc.lv(spec.num_experts), dc.ov());
+    const std::vector<uint16_t> out = dc.result();
+    reference::Options opt;
+    opt.rows = sample_rows(T, seed);
+    const std::vector<double> ref = reference::forward(spec, *b.weights, dc.in.x_view(), dc.in.logits_view(), opt);
+    const Compared c = compare(out, ref, spec.hidden, opt.rows);
+    EXPECT_EQ(c.unwritten, 0) << "elements left NaN (unwritten or NaN), seed=" << seed;
+    err_sq += c.err_sq;
+    ref_sq += c.ref_sq;
+    rows_checked += int64_t(opt.rows.size());
+  }
+  const double rel_err = std::sqrt(err_sq / std::max(ref_sq, 1e-300));
+  ::testing::Test::RecordProperty("rel_err", std::to_string(rel_err));
+  ::testing::Test::RecordProperty("rows_checked", int(rows_checked));
+  EXPECT_LT(rel_err, reference::error_bound(spec)) << spec.describe() << " T=" << T << " seed(s)=" << seeds;
 }
 
 // ---------------------------------------------------------------- matrix ----------
