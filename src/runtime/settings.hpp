@@ -16,7 +16,7 @@
 //                           planner's rule (plan.cpp)
 //   MOEFORGE_PDL            1: launch the forward's kernels with programmatic dependent launch on
 //                           sm_90 and up (rt::KernelSpec::pdl); default 0 until the GPU suite's
-//                           one failure under it (dev/sm90/NOTES.md, session 11) is explained
+//                           concurrency and graph tests have run under it (dev/sm90/NOTES.md)
 #pragma once
 #include <functional>
 #include <string>
