@@ -41,8 +41,17 @@ struct Options {
 // when tokens <= want, else `want` rows spread evenly, the first and the last included.
 std::vector<int64_t> even_rows(int64_t tokens, int64_t want);
 
-// ||out - ref|| / ||ref|| over `rows` (empty: every row) of a [T, hidden] bf16 output (raw bits)
-// against forward()'s result for the same rows; NaN if any compared element is NaN.
+// ||out - ref||^2 and ||ref||^2 over `rows` (empty: every row) of a [T, hidden] bf16 output (raw
+// bits) against forward()'s result for the same rows. Sums of several calls add up (operator+=).
+struct ErrorSums {
+  double err_sq = 0, ref_sq = 0;
+  bool nan = false;  // a compared output element is NaN
+  ErrorSums& operator+=(const ErrorSums& o);
+  double rel_err() const;  // sqrt(err_sq / ref_sq); NaN if nan
+};
+ErrorSums error_sums(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
+                     const std::vector<int64_t>& rows);
+// ||out - ref|| / ||ref||: error_sums(...).rel_err().
 double rel_err(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
                const std::vector<int64_t>& rows);
 

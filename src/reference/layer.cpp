@@ -232,24 +232,37 @@ std::vector<int64_t> even_rows(int64_t tokens, int64_t want) {
   return rows;
 }
 
-double rel_err(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
-               const std::vector<int64_t>& rows) {
-  double num = 0, den = 0;
-  bool nan = false;
+ErrorSums& ErrorSums::operator+=(const ErrorSums& o) {
+  err_sq += o.err_sq;
+  ref_sq += o.ref_sq;
+  nan |= o.nan;
+  return *this;
+}
+
+double ErrorSums::rel_err() const { return nan ? NAN : std::sqrt(err_sq / std::max(ref_sq, 1e-300)); }
+
+ErrorSums error_sums(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
+                     const std::vector<int64_t>& rows) {
+  ErrorSums s;
   auto row_err = [&](int64_t r) {
     for (int64_t c = 0; c < hidden; ++c) {
       const size_t i = size_t(r * hidden + c);
       const double o = formats::bf16_to_float(out_bf16[i]);
-      nan |= std::isnan(o);
-      num += (o - ref[i]) * (o - ref[i]);
-      den += ref[i] * ref[i];
+      s.nan |= std::isnan(o);
+      s.err_sq += (o - ref[i]) * (o - ref[i]);
+      s.ref_sq += ref[i] * ref[i];
     }
   };
   if (rows.empty())
     for (int64_t r = 0; r < int64_t(ref.size()) / hidden; ++r) row_err(r);
   else
     for (int64_t r : rows) row_err(r);
-  return nan ? NAN : std::sqrt(num / std::max(den, 1e-300));
+  return s;
+}
+
+double rel_err(const std::vector<uint16_t>& out_bf16, const std::vector<double>& ref, int64_t hidden,
+               const std::vector<int64_t>& rows) {
+  return error_sums(out_bf16, ref, hidden, rows).rel_err();
 }
 
 double error_bound(const MoeSpec& spec) {

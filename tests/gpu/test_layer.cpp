@@ -120,8 +120,7 @@ std::vector<int64_t> sample_rows(int64_t T, uint64_t seed) {
 }
 
 struct Compared {
-  double rel_err = 0;
-  double err_sq = 0, ref_sq = 0;  // ||out - ref||^2 and ||ref||^2 over the rows: cases add up
+  reference::ErrorSums sums;  // over the rows: cases add up
   int64_t unwritten = 0;
 };
 // out: bf16 [T, H] from the device; ref: double [T, H] valid on `rows`.
@@ -129,16 +128,7 @@ Compared compare(const std::vector<uint16_t>& out, const std::vector<double>& re
                  const std::vector<int64_t>& rows) {
   Compared c;
   for (uint16_t v : out) c.unwritten += (v & 0x7F80) == 0x7F80 && (v & 0x7F) != 0;  // NaN
-  double num = 0, den = 0;
-  for (int64_t t : rows)
-    for (int64_t j = 0; j < H; ++j) {
-      const double o = formats::bf16_to_float(out[size_t(t * H + j)]), r = ref[size_t(t * H + j)];
-      num += (o - r) * (o - r);
-      den += r * r;
-    }
-  c.err_sq = num;
-  c.ref_sq = den;
-  c.rel_err = std::sqrt(num / std::max(den, 1e-300));
+  c.sums = reference::error_sums(out, ref, H, rows);
   return c;
 }
 
@@ -179,7 +169,7 @@ void run_case(const MoeSpec& spec, int64_t T, const std::string& backend = "port
   Built& b = layer_for(spec, backend);
   const bool fp8_acts = spec.activation_format == ActivationFormat::FP8_Group128;
   const int64_t calls = fp8_acts ? (kFp8ActivationTokens + T - 1) / T : 1;
-  double err_sq = 0, ref_sq = 0;
+  reference::ErrorSums sums;
   int64_t rows_checked = 0;
   std::string seeds;
   for (int64_t call = 0; call < calls; ++call) {
@@ -193,11 +183,10 @@ void run_case(const MoeSpec& spec, int64_t T, const std::string& backend = "port
     const std::vector<double> ref = reference::forward(spec, *b.weights, dc.in.x_view(), dc.in.logits_view(), opt);
     const Compared c = compare(out, ref, spec.hidden, opt.rows);
     EXPECT_EQ(c.unwritten, 0) << "elements left NaN (unwritten or NaN), seed=" << seed;
-    err_sq += c.err_sq;
-    ref_sq += c.ref_sq;
+    sums += c.sums;
     rows_checked += int64_t(opt.rows.size());
   }
-  const double rel_err = std::sqrt(err_sq / std::max(ref_sq, 1e-300));
+  const double rel_err = sums.rel_err();
   ::testing::Test::RecordProperty("rel_err", std::to_string(rel_err));
   ::testing::Test::RecordProperty("rows_checked", int(rows_checked));
   EXPECT_LT(rel_err, reference::error_bound(spec)) << spec.describe() << " T=" << T << " seed(s)=" << seeds;
