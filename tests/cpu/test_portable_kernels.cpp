@@ -141,6 +141,16 @@ TEST(PortableLayout, TileChoiceAndChunkPlan) {
       EXPECT_LE(portable::gemm_smem_bytes(*c, f), 99 * 1024) << *c << " " << to_string(f);
 }
 
+// Decode-sized batches split each token's combine over column slices of 1024 (one pass of
+// loads per block); once the tokens alone fill the SMs, one block per token.
+TEST(PortableLayout, CombineSlices) {
+  EXPECT_EQ(portable::combine_slices(1, 4096, 132), 4u);
+  EXPECT_EQ(portable::combine_slices(131, 7168, 132), 7u);
+  EXPECT_EQ(portable::combine_slices(132, 4096, 132), 1u);
+  EXPECT_EQ(portable::combine_slices(1, 544, 132), 1u);
+  EXPECT_EQ(portable::combine_slices(1, 1028, 132), 2u);
+}
+
 TEST(PortableBackend, WhyNotWithoutDeviceAndUnsupportedSpecs) {
   const Backend& b = portable_backend();
   EXPECT_EQ(b.name(), "portable");

@@ -372,7 +372,8 @@ void PortableLayer::forward(const ForwardCall& call) const {
              counts, tiles, ntiles, rtok, rw, ybuf);
     }
     const CUdeviceptr op = outp + CUdeviceptr(t0 * H * 2);
-    rt::launch_with(plugged ? *combine_y_bf16_ : *combine_, {u32_of(n)}, {256}, 0, stream, "combine", ybuf, row_of, seg, op);
+    rt::launch_with(plugged ? *combine_y_bf16_ : *combine_, {u32_of(n), combine_slices(n, H, info_.sm_count)}, {256}, 0,
+                    stream, "combine", ybuf, row_of, seg, op);
   }
 
   if (!precomputed) {

@@ -1,4 +1,5 @@
 // Kernel spec of portable/combine.cuh.
+#include <algorithm>
 #include <string>
 
 #include "backends/portable/portable.hpp"
@@ -18,6 +19,11 @@ rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out, bool y_bf16) {
   k.threads = 256;
   k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   return k;
+}
+
+unsigned combine_slices(int64_t tokens, int64_t hidden, int sm_count) {
+  if (tokens >= sm_count) return 1;
+  return unsigned(std::max<int64_t>(1, (hidden + 1023) / 1024));
 }
 
 }  // namespace moeforge::portable

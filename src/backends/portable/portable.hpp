@@ -65,6 +65,9 @@ rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry);
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage, const TileConfig& c);
 // y_bf16: GEMM 2 wrote y in bf16 (the sm90 GEMMs) instead of f32.
 rt::KernelSpec combine_kernel(const MoeSpec& spec, DType out, bool y_bf16 = false);
+// The combine's column slices per token (its grid.y): one pass of 256 x 4 columns each while the
+// tokens alone would not fill the device (sm_count blocks), else 1.
+unsigned combine_slices(int64_t tokens, int64_t hidden, int sm_count);
 std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
 
 // Spec-only reasons this backend cannot serve spec ("" if it can).

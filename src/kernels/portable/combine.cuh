@@ -23,7 +23,9 @@ typedef float combine_y_t;
 #error "combine.cuh needs HIDDEN % 4 == 0"
 #endif
 
-// grid.x = tokens of the chunk, block = 256.
+// grid.x = tokens of the chunk, grid.y = column slices of a row (decode sizes: a token's row is
+// then summed by several blocks at once, one pass of loads each instead of HIDDEN / 1024 passes
+// in turn), block = 256.
 extern "C" __global__ void __launch_bounds__(256)
     moe_combine(const combine_y_t* __restrict__ y, const int* __restrict__ row_of, const i64* __restrict__ seg_off,
                 void* __restrict__ out) {
@@ -47,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   __syncthreads();
   const bool nan_row = bad != 0;
-  for (int c = threadIdx.x * 4; c < HIDDEN; c += blockDim.x * 4) {
+  for (int c = (blockIdx.y * blockDim.x + threadIdx.x) * 4; c < HIDDEN; c += gridDim.y * blockDim.x * 4) {
     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
     if (nan_row) {
       const float n = __int_as_float(0x7fc00000);
