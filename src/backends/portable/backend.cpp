@@ -7,6 +7,7 @@
 //   for each chunk of tokens (chunks bound the workspace: 1/16 of the device's memory, 1-16 GiB):
 //     route | validate_ids  -> ids [Tc, k] i32 (+ weights)
 //     permute               -> counts, padded segment offsets, tile list, row maps
+//                              (Tc <= 32 with router logits: route and permute in one launch)
 //     gemm1                 -> h [rows, I] bf16 (gated activation fused; x rows gathered by token)
 //     gemm2                 -> y [rows, H] f32 (bias, routing weight fused)
 //     combine               -> out rows in slot order (+ shared experts), x's dtype
@@ -122,6 +123,7 @@ class PortableLayer final : public PreparedLayer {
   // Weights in the kernels' layout, experts 0..E-1 then the shared experts.
   DeviceBuffer w13_, w13s_, w2_, w2s_, g13_, g2_, b13_, b2_, corr_;
   const rt::LoadedKernel* route_[2] = {};     // logits f32, bf16
+  const rt::LoadedKernel* route_permute_[2] = {};  // route_ and permute_small_ in one launch
   const rt::LoadedKernel* validate_[2] = {};  // ids i32, i64
   const rt::LoadedKernel *count_ = nullptr, *scan_ = nullptr, *scatter_ = nullptr, *combine_ = nullptr;
   const rt::LoadedKernel* permute_small_ = nullptr;  // the three above in one launch, one chunk
@@ -133,6 +135,8 @@ class PortableLayer final : public PreparedLayer {
 void PortableLayer::load_kernels() {
   route_[0] = &rt::load_kernel(device_, route_kernel(spec_, DType::f32));
   route_[1] = &rt::load_kernel(device_, route_kernel(spec_, DType::bf16));
+  route_permute_[0] = &rt::load_kernel(device_, route_permute_kernel(spec_, DType::f32));
+  route_permute_[1] = &rt::load_kernel(device_, route_permute_kernel(spec_, DType::bf16));
   validate_[0] = &rt::load_kernel(device_, validate_ids_kernel(spec_, DType::i32));
   validate_[1] = &rt::load_kernel(device_, validate_ids_kernel(spec_, DType::i64));
   count_ = &rt::load_kernel(device_, permute_kernel(spec_, "moe_count"));
@@ -332,12 +336,19 @@ void PortableLayer::forward(const ForwardCall& call) const {
     const int64_t n = std::min(tc, T - t0), entries = n * k;
     const int64_t nch = (entries + kPermuteChunk - 1) / kPermuteChunk;
     CUdeviceptr w_src = wts;
+    const int nch_i = int(nch), n_i = int(n), tb = int(plan.tile_bound);
+    // Decode-sized with router logits: routing and permutation in one launch (stage "route").
+    const bool route_permutes = !precomputed && nch == 1 && n <= kRoutePermuteTokens;
     if (!precomputed) {
       const TensorView& lg = *call.router_logits;
       const int li = lg.dtype == DType::bf16 ? 1 : 0;
       const CUdeviceptr lp = CUdeviceptr(lg.data) + CUdeviceptr(t0 * E * int64_t(dtype_size(lg.dtype)));
-      rt::launch_with(*route_[li], {u32_of((n + kRouteWarps - 1) / kRouteWarps)}, {unsigned(32 * kRouteWarps)}, 0, stream,
-             "route", lp, n, corr, ids, wts);
+      if (route_permutes)
+        rt::launch_with(*route_permute_[li], {1}, {256}, 0, stream, "route", lp, n_i, corr, ids, wts, bm, counts, seg,
+                        ntiles, tiles, tb, row_of, rtok, rw);
+      else
+        rt::launch_with(*route_[li], {u32_of((n + kRouteWarps - 1) / kRouteWarps)}, {unsigned(32 * kRouteWarps)}, 0,
+                        stream, "route", lp, n, corr, ids, wts);
     } else {
       const TensorView& ti = *call.topk_ids;
       const int vi = ti.dtype == DType::i64 ? 1 : 0;
@@ -347,8 +358,9 @@ void PortableLayer::forward(const ForwardCall& call) const {
              bad);
       w_src = CUdeviceptr(call.topk_weights->data) + CUdeviceptr(t0 * k * 4);
     }
-    const int nch_i = int(nch), n_i = int(n), tb = int(plan.tile_bound);
-    if (nch == 1) {  // decode-sized: one launch
+    if (route_permutes) {
+      // permuted above
+    } else if (nch == 1) {  // decode-sized: one launch
       rt::launch_with(*permute_small_, {1}, {1024}, 0, stream, "permute", ids, w_src, entries, n_i, bm, counts, seg,
                       ntiles, tiles, tb, row_of, rtok, rw);
     } else {

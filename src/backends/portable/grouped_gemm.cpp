@@ -86,6 +86,8 @@ std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec) {
   std::vector<rt::KernelSpec> out;
   out.push_back(route_kernel(spec, DType::f32));
   out.push_back(route_kernel(spec, DType::bf16));
+  out.push_back(route_permute_kernel(spec, DType::f32));
+  out.push_back(route_permute_kernel(spec, DType::bf16));
   out.push_back(validate_ids_kernel(spec, DType::i32));
   out.push_back(validate_ids_kernel(spec, DType::i64));
   for (const char* e : {"moe_count", "moe_scan", "moe_scatter", "moe_permute_small"})

@@ -59,6 +59,10 @@ const TileConfig& choose_tile(const MoeSpec& spec, int64_t tokens, const rt::Dev
 // The ACT define of every GEMM-1 kernel: 0 SwiGLU, 1 GeGLU (tanh), 2 clamped SwiGLU.
 int activation_code(const MoeSpec& spec);
 rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits);
+// Routing and the one-chunk permutation in one launch (route_permute.cuh), for calls of at most
+// kRoutePermuteTokens tokens with router logits.
+inline constexpr int kRoutePermuteTokens = 32;
+rt::KernelSpec route_permute_kernel(const MoeSpec& spec, DType logits);
 rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids);
 // moe_count | moe_scan | moe_scatter | moe_permute_small (the three, one chunk)
 rt::KernelSpec permute_kernel(const MoeSpec& spec, const char* entry);

@@ -26,6 +26,15 @@ rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits) {
   return k;
 }
 
+rt::KernelSpec route_permute_kernel(const MoeSpec& spec, DType logits) {
+  rt::KernelSpec k = route_kernel(spec, logits);
+  k.source = "portable/route_permute.cuh";
+  k.entry = "moe_route_permute_small";
+  k.defines.push_back({"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)});
+  k.threads = 256;
+  return k;
+}
+
 rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids) {
   rt::KernelSpec k;
   k.source = "portable/validate_ids.cuh";

@@ -182,16 +182,14 @@ extern "C" __global__ void __launch_bounds__(32 * PERMUTE_SCATTER_WARPS)
   scatter_entries(ids, weights, begin, end, next[warp], row_of, row_token, row_weight);
 }
 
-// grid = 1, block = 1024, n_entries <= PERMUTE_CHUNK: count, scan and scatter of one chunk.
-extern "C" __global__ void __launch_bounds__(1024)
-    moe_permute_small(const int* __restrict__ ids, const float* __restrict__ weights, i64 n_entries, int n_tokens,
-                      int bm, int* __restrict__ counts, i64* __restrict__ seg_off, int* __restrict__ num_tiles,
-                      int* __restrict__ tile_expert, int tile_bound, int* __restrict__ row_of,
-                      int* __restrict__ row_token, float* __restrict__ row_weight) {
+// Count, scan and scatter of one chunk (n_entries <= PERMUTE_CHUNK) by one block (any size).
+__device__ __forceinline__ void permute_small(const int* __restrict__ ids, const float* __restrict__ weights,
+                                              i64 n_entries, int n_tokens, int bm, int* __restrict__ counts,
+                                              i64* __restrict__ seg_off, int* __restrict__ num_tiles,
+                                              int* __restrict__ tile_expert, int tile_bound, int* __restrict__ row_of,
+                                              int* __restrict__ row_token, float* __restrict__ row_weight) {
   __shared__ int hist[E];
   __shared__ i64 off[E_TOTAL + 1];
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
   for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
   __syncthreads();
   for (i64 i = threadIdx.x; i < n_entries; i += blockDim.x) {
@@ -211,4 +209,16 @@ extern "C" __global__ void __launch_bounds__(1024)
     __syncwarp();
     scatter_entries(ids, weights, 0, n_entries, hist, row_of, row_token, row_weight);
   }
+}
+
+// grid = 1, block = 1024, n_entries <= PERMUTE_CHUNK: count, scan and scatter of one chunk.
+extern "C" __global__ void __launch_bounds__(1024)
+    moe_permute_small(const int* __restrict__ ids, const float* __restrict__ weights, i64 n_entries, int n_tokens,
+                      int bm, int* __restrict__ counts, i64* __restrict__ seg_off, int* __restrict__ num_tiles,
+                      int* __restrict__ tile_expert, int tile_bound, int* __restrict__ row_of,
+                      int* __restrict__ row_token, float* __restrict__ row_weight) {
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
+  permute_small(ids, weights, n_entries, n_tokens, bm, counts, seg_off, num_tiles, tile_expert, tile_bound, row_of,
+                row_token, row_weight);
 }

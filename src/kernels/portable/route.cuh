@@ -77,18 +77,11 @@ __device__ __forceinline__ float load_logit(const void* p, i64 i) {
 #endif
 }
 
-}  // namespace route
-
-// grid.x = ceil(T / 4), block = 128 (4 warps, one token each).
-extern "C" __global__ void __launch_bounds__(32 * ROUTE_WARPS)
-    moe_route(const void* __restrict__ logits, i64 T, const float* __restrict__ correction_bias,
-              int* __restrict__ ids_out, float* __restrict__ w_out) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
-  using namespace route;
+// Token t, by the calling warp (all 32 lanes): its TOPK ids and weights into ids_out / w_out.
+__device__ __forceinline__ void route_token(const void* __restrict__ logits, i64 t,
+                                            const float* __restrict__ correction_bias, int* __restrict__ ids_out,
+                                            float* __restrict__ w_out) {
   const int lane = threadIdx.x & 31;
-  const i64 t = (i64)blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);
-  if (t >= T) return;  // warp-uniform
   const i64 base = t * (i64)E;
 
   float l[ROUTE_NPL];
@@ -238,4 +231,17 @@ extern "C" __global__ void __launch_bounds__(32 * ROUTE_WARPS)
     ids_out[t * TOPK + lane] = my_id;
     w_out[t * TOPK + lane] = (float)v;
   }
+}
+
+}  // namespace route
+
+// grid.x = ceil(T / 4), block = 128 (4 warps, one token each).
+extern "C" __global__ void __launch_bounds__(32 * ROUTE_WARPS)
+    moe_route(const void* __restrict__ logits, i64 T, const float* __restrict__ correction_bias,
+              int* __restrict__ ids_out, float* __restrict__ w_out) {
+  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
+  let_dependents_launch();
+  const i64 t = (i64)blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);
+  if (t >= T) return;  // warp-uniform
+  route::route_token(logits, t, correction_bias, ids_out, w_out);
 }
