@@ -25,7 +25,9 @@ extern "C" __global__ void __launch_bounds__(256)
   let_dependents_launch();
   for (int t = threadIdx.x >> 5; t < n_tokens; t += blockDim.x >> 5)  // warp-uniform
     route::route_token(logits, t, correction_bias, ids, weights);
-  __syncthreads();  // orders the block's global writes of ids / weights before the reads below
+  // Orders the block's global writes of ids / weights before the reads below, which are plain
+  // ld.global, not the non-coherent path (PTX checked: the compiler sees them written here).
+  __syncthreads();
   permute_small(ids, weights, (i64)n_tokens * TOPK, n_tokens, bm, counts, seg_off, num_tiles, tile_expert, tile_bound,
                 row_of, row_token, row_weight);
 }
