@@ -46,7 +46,7 @@ struct KernelSpec {
 };
 
 // Whether load_kernel compiles spec with its PDL proof and launches it with PDL on target:
-// spec.pdl, sm_90 or later, and enabled (MOEFORGE_PDL=1).
+// spec.pdl, sm_90 or later, and enabled (settings().pdl: MOEFORGE_PDL, on unless 0).
 bool launches_with_pdl(const KernelSpec& spec, const std::string& target, bool enabled);
 
 // Whether spec exists for target (its `targets` list is empty or names it).

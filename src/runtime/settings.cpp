@@ -51,7 +51,7 @@ Settings settings_from(const std::function<const char*(const char*)>& env) {
   if (const char* x = env("MOEFORGE_PDL"); x && *x) {
     const std::string v = x;
     if (v == "0" || v == "1") s.pdl = v == "1";
-    else warn("MOEFORGE_PDL='" + v + "' is not 0 or 1; programmatic dependent launch stays off");
+    else warn("MOEFORGE_PDL='" + v + "' is not 0 or 1; programmatic dependent launch stays on");
   }
   return s;
 }

@@ -14,9 +14,9 @@
 //   MOEFORGE_SM90_DECODE_BT token tile of the sm90 decode GEMMs (16, 32 or 64) wherever the
 //                           planner runs them; for measuring the choice (bench); unset = the
 //                           planner's rule (plan.cpp)
-//   MOEFORGE_PDL            1: launch the forward's kernels with programmatic dependent launch on
-//                           sm_90 and up (rt::KernelSpec::pdl); default 0 until the GPU suite's
-//                           concurrency and graph tests have run under it (dev/sm90/NOTES.md)
+//   MOEFORGE_PDL            0: launch the forward's kernels without programmatic dependent launch;
+//                           default 1: on sm_90 and up (rt::KernelSpec::pdl). The GPU suite's
+//                           graph, fault, hostile-input and stress runs passed under it (NOTES.md)
 #pragma once
 #include <functional>
 #include <string>
@@ -33,7 +33,7 @@ struct Settings {
   std::string commit = "unknown";  // for result records
   double sm90_crossover = -1;      // < 0: the tuned table
   int sm90_decode_bt = 0;          // 0: the planner's rule; else 16, 32, 64 or 128
-  bool pdl = false;                // MOEFORGE_PDL
+  bool pdl = true;                 // MOEFORGE_PDL
 };
 
 // Reads the environment on first call; the same object afterwards.

@@ -138,11 +138,11 @@ TEST(RuntimeSettings, ReadFromEnvironmentOnce) {
     s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", bad}}));
     EXPECT_EQ(s.sm90_decode_bt, 0) << bad;
   }
-  // Programmatic dependent launch: off unless MOEFORGE_PDL=1.
-  EXPECT_FALSE(s.pdl);
+  // Programmatic dependent launch: on unless MOEFORGE_PDL=0.
+  EXPECT_TRUE(s.pdl);
   EXPECT_TRUE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "1"}})).pdl);
   EXPECT_FALSE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "0"}})).pdl);
-  EXPECT_FALSE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "yes"}})).pdl);
+  EXPECT_TRUE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "yes"}})).pdl);
   set_warning_sink(old);
   ASSERT_EQ(warned.size(), 8u);
   EXPECT_NE(warned[0].find("MOEFORGE_SM90_CROSSOVER='-1'"), std::string::npos) << warned[0];
@@ -250,8 +250,9 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
         EXPECT_EQ(info.arch_specific, target.back() == 'a') << id << " " << target;
       }
       EXPECT_NO_THROW(verify_cubin(r.cubin, target, id));
-      for (const std::string& other : supported_targets())
+      for (const std::string& other : supported_targets()) {
         if (other != target) EXPECT_THROW(verify_cubin(r.cubin, other, id), Unsupported) << target << " as " << other;
+      }
     }
   }
   RecordProperty("kernels", int(specs.size()));
@@ -318,7 +319,7 @@ TEST(RuntimeCompile, PdlNeedsTheWaitCompiledIn) {
   KernelSpec combine = portable::combine_kernel(presets::get("mistral-small-4"), DType::bf16, true);
   ASSERT_TRUE(combine.pdl);
   EXPECT_TRUE(launches_with_pdl(combine, "sm_90a", true));
-  EXPECT_FALSE(launches_with_pdl(combine, "sm_90a", false));  // MOEFORGE_PDL unset or 0
+  EXPECT_FALSE(launches_with_pdl(combine, "sm_90a", false));  // MOEFORGE_PDL=0
   EXPECT_FALSE(launches_with_pdl(combine, "sm_89", true));
   EXPECT_NO_THROW(compile({combine.source, combine.entry, combine.defines, combine.options, "sm_90a", true}));
   EXPECT_FALSE(launches_with_pdl(selftest_kernel_spec(), "sm_90a", true));

@@ -139,7 +139,8 @@ if has bench; then
         # session 11; tagged); the default replays it from a CUDA graph.
         launch=${MOEFORGE_BENCH_LAUNCH:-graph}
         [ "$launch" = graph ] || tag+="-$launch"
-        [ "${MOEFORGE_PDL:-0}" = 0 ] || tag+="-pdl"  # programmatic dependent launch on (A/B)
+        # Programmatic dependent launch is on by default (since session 12; the records say "pdl").
+        [ "${MOEFORGE_PDL:-1}" = 1 ] || tag+="-nopdl"
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)

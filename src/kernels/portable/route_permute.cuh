@@ -1,6 +1,6 @@
 // Routing and the one-chunk permutation in one launch, for decode-sized calls with router logits
-// (T <= 32 tokens, T * TOPK <= PERMUTE_CHUNK): route.cuh's route_token, then
-// permute.cuh's permute_small, with the same results bit for bit as moe_route followed by
+// (T <= 8 tokens, the host's kRoutePermuteTokens, so one per warp; T * TOPK <= PERMUTE_CHUNK):
+// route.cuh's route_token, then permute.cuh's permute_small, with the same results bit for bit as moe_route followed by
 // moe_permute_small. At T = 1 each launch costs more than its work; this saves one.
 //
 // Defines: route.cuh's and permute.cuh's (E, E_TOTAL, TOPK, ROUTING, N_GROUPS, TOPK_GROUPS,
@@ -10,11 +10,10 @@
 #include "portable/permute.cuh"
 #include "portable/route.cuh"
 
-#define ROUTE_PERMUTE_MAX_TOKENS 32
-
-// grid = 1, block = 256 (8 warps, a token each in turn: route_token's per-lane arrays want more
-// than the 64 registers a block of 1024 would leave). ids / weights: the routing's outputs (global, as moe_route writes
-// them; the permutation reads them back after the block barrier).
+// grid = 1, block = 256 (8 warps, a token each; more tokens would be routed in turn, which at 4
+// per warp cost more than a second launch: route_token's per-lane arrays want more than the 64
+// registers a block of 1024 would leave). ids / weights: the routing's outputs (global, as
+// moe_route writes them; the permutation reads them back after the block barrier).
 extern "C" __global__ void __launch_bounds__(256)
     moe_route_permute_small(const void* __restrict__ logits, int n_tokens, const float* __restrict__ correction_bias,
                             int* __restrict__ ids, float* __restrict__ weights, int bm, int* __restrict__ counts,
