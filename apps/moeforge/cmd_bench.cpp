@@ -14,6 +14,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/device_buffer.hpp"
+#include "backends/portable/portable.hpp"  // kPdlMaxTokens
 #include "bench/ceilings.hpp"
 #include "bench/record.hpp"
 #include "bench/timing.hpp"
@@ -173,6 +174,7 @@ int bench(const BenchOptions& o) {
                  {"l2_flush", bench::to_string(l2_flush)},
                  {"launch", graph ? "graph" : "stream"},
                  {"pdl", rt::settings().pdl},  // MOEFORGE_PDL (programmatic dependent launch)
+                 {"pdl_max_tokens", portable::kPdlMaxTokens},  // with it, for calls of at most this many
                  {"rows", rows}});
   if (!o.json_path.empty()) {
     std::ofstream f(o.json_path);

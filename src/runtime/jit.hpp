@@ -49,6 +49,23 @@ struct KernelSpec {
 // spec.pdl, sm_90 or later, and enabled (settings().pdl: MOEFORGE_PDL, on unless 0).
 bool launches_with_pdl(const KernelSpec& spec, const std::string& target, bool enabled);
 
+// Programmatic dependent launch per call: while a PdlScope(false) lives on this thread, its
+// launches go without the attribute, also those of kernels built with the wait (which is then a
+// no-op), so a caller can keep it where it measured faster. Scopes nest; each restores the state
+// it found.
+class PdlScope {
+ public:
+  explicit PdlScope(bool allowed);
+  ~PdlScope();
+  PdlScope(const PdlScope&) = delete;
+  PdlScope& operator=(const PdlScope&) = delete;
+
+ private:
+  bool previous_;
+};
+// Whether this thread's launches may use PDL now (no PdlScope(false) is open on it).
+bool pdl_allowed_on_this_thread();
+
 // Whether spec exists for target (its `targets` list is empty or names it).
 inline bool built_for(const KernelSpec& spec, const std::string& target) {
   if (spec.targets.empty()) return true;

@@ -172,6 +172,14 @@ KernelSpec fault_kernel_spec() {
   return s;
 }
 
+namespace {
+thread_local bool t_pdl_allowed = true;  // PdlScope
+}  // namespace
+
+PdlScope::PdlScope(bool allowed) : previous_(t_pdl_allowed) { t_pdl_allowed = allowed; }
+PdlScope::~PdlScope() { t_pdl_allowed = previous_; }
+bool pdl_allowed_on_this_thread() { return t_pdl_allowed; }
+
 void launch(const LoadedKernel& k, Dim3 grid, Dim3 block, unsigned smem_bytes, CUstream stream, void** args,
             const char* stage) {
   throw_if_context_lost();
@@ -179,7 +187,8 @@ void launch(const LoadedKernel& k, Dim3 grid, Dim3 block, unsigned smem_bytes, C
   use_device(k.device);
   record_launch(stage, k.name, grid, block, stream, k.device);
   CUresult r;
-  if (k.pdl) {  // its compile proved the wait (compiler.cpp): it may start before its predecessor ends
+  // Its compile proved the wait (compiler.cpp): it may start before its predecessor ends.
+  if (k.pdl && t_pdl_allowed) {
     CUlaunchAttribute attr{};
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "backends/backend.hpp"
 #include "backends/portable/portable.hpp"
@@ -251,7 +252,8 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
       }
       EXPECT_NO_THROW(verify_cubin(r.cubin, target, id));
       for (const std::string& other : supported_targets()) {
-        if (other != target) EXPECT_THROW(verify_cubin(r.cubin, other, id), Unsupported) << target << " as " << other;
+        if (other == target) continue;
+        EXPECT_THROW(verify_cubin(r.cubin, other, id), Unsupported) << target << " as " << other;
       }
     }
   }
@@ -323,6 +325,25 @@ TEST(RuntimeCompile, PdlNeedsTheWaitCompiledIn) {
   EXPECT_FALSE(launches_with_pdl(combine, "sm_89", true));
   EXPECT_NO_THROW(compile({combine.source, combine.entry, combine.defines, combine.options, "sm_90a", true}));
   EXPECT_FALSE(launches_with_pdl(selftest_kernel_spec(), "sm_90a", true));
+}
+
+// A forward turns PDL off for calls where it measured slower (portable.hpp, kPdlMaxTokens):
+// the scope is per thread, nests, and restores what it found.
+TEST(RuntimeSettings, PdlScopeNestsPerThread) {
+  EXPECT_TRUE(pdl_allowed_on_this_thread());
+  {
+    const PdlScope off(false);
+    EXPECT_FALSE(pdl_allowed_on_this_thread());
+    bool other_thread = false;
+    std::thread([&] { other_thread = pdl_allowed_on_this_thread(); }).join();
+    EXPECT_TRUE(other_thread);
+    {
+      const PdlScope on(true);
+      EXPECT_TRUE(pdl_allowed_on_this_thread());
+    }
+    EXPECT_FALSE(pdl_allowed_on_this_thread());
+  }
+  EXPECT_TRUE(pdl_allowed_on_this_thread());
 }
 
 TEST(RuntimeCompile, CompileErrorCarriesLogAndOptions) {

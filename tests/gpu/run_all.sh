@@ -108,7 +108,7 @@ if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs 
   for j in $(grep -lE '"moe_sm90_(gemm|fp8_gemm|decode)"' "$MOEFORGE_CACHE_DIR"/sm_90a/*.json 2>/dev/null); do
     c=${j%.json}.cubin
     [ -f "$c" ] || continue
-    defs=$(tr -d ' \n' < "$j" | grep -oE '"defines":\[[^]]*\]\]' | head -c 160)
+    defs=$(python3 -c 'import json, sys; print(" ".join(f"{k}={v}" for k, v in json.load(open(sys.argv[1]))["defines"]))' "$j" 2>/dev/null)
     res=$(cuobjdump -res-usage "$c" 2>&1 | grep -oE 'REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+' | head -1)
     sass=$(cuobjdump -sass "$c" 2>/dev/null)
     entry=$(grep -oE '"moe_sm90_[a-z0-9_]+"' "$j" | head -1 | tr -d '"')

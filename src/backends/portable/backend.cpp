@@ -291,6 +291,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
 
   const rt::Driver& d = rt::driver();
   const CUstream stream = call.stream;
+  const rt::PdlScope pdl_scope(T <= kPdlMaxTokens);
   const int64_t E = spec_.num_experts, S = spec_.num_shared_experts, et = E + S, k = spec_.topk;
   const int64_t H = spec_.hidden, I = spec_.intermediate;
 

@@ -65,6 +65,11 @@ rt::KernelSpec route_kernel(const MoeSpec& spec, DType logits);
 // plus 6.1 for the permutation (ncu, H200, NVFP4 Mistral-Small-4, 89b4fce); at T = 1 it is 8.5
 // against 10.9.
 inline constexpr int kRoutePermuteTokens = 8;
+// Programmatic dependent launch (rt::PdlScope) for calls of at most this many tokens: there the
+// next kernel's launch and prologue overlap a short predecessor (NVFP4 Mistral-Small-4 at T = 1:
+// 4.05 -> 3.85x the floor, d58ebfc); at T = 2048 the same layer took 1421 us with it and 1373
+// without, three repetitions each, bf16 and T = 8192 within noise (H200, 9f34da8).
+inline constexpr int64_t kPdlMaxTokens = 1024;
 rt::KernelSpec route_permute_kernel(const MoeSpec& spec, DType logits);
 rt::KernelSpec validate_ids_kernel(const MoeSpec& spec, DType ids);
 // moe_count | moe_scan | moe_scatter | moe_permute_small (the three, one chunk)
