@@ -15,8 +15,9 @@
 //                           planner runs them; for measuring the choice (bench); unset = the
 //                           planner's rule (plan.cpp)
 //   MOEFORGE_PDL            0: launch the forward's kernels without programmatic dependent launch;
-//                           default 1: on sm_90 and up (rt::KernelSpec::pdl). The GPU suite's
-//                           graph, fault, hostile-input and stress runs passed under it (NOTES.md)
+//                           default 1: on sm_90 and up (rt::KernelSpec::pdl), in the calls the
+//                           forward allows it (rt::PdlScope; portable.hpp's kPdlMaxTokens). The GPU
+//                           suite's graph, fault, hostile-input and stress runs passed under it
 #pragma once
 #include <functional>
 #include <string>

@@ -7,7 +7,7 @@
 //   for each chunk of tokens (chunks bound the workspace: 1/16 of the device's memory, 1-16 GiB):
 //     route | validate_ids  -> ids [Tc, k] i32 (+ weights)
 //     permute               -> counts, padded segment offsets, tile list, row maps
-//                              (Tc <= 32 with router logits: route and permute in one launch)
+//                              (Tc <= 8 with router logits: route and permute in one launch)
 //     gemm1                 -> h [rows, I] bf16 (gated activation fused; x rows gathered by token)
 //     gemm2                 -> y [rows, H] f32 (bias, routing weight fused)
 //     combine               -> out rows in slot order (+ shared experts), x's dtype

@@ -1,7 +1,8 @@
 // Programmatic dependent launch (PDL), the kernel side.
 //
-// A kernel whose spec says `pdl` (rt::KernelSpec) is compiled, with MOEFORGE_PDL=1, with MOE_PDL=1
-// on sm_90 and up and launched so that it may start while the kernel before it on the stream is still running: its
+// A kernel whose spec says `pdl` (rt::KernelSpec) is compiled with MOE_PDL=1 on sm_90 and up
+// (unless MOEFORGE_PDL=0) and may be launched so that it starts while the kernel before it on
+// the stream is still running (calls of at most portable.hpp's kPdlMaxTokens): its
 // CTAs become resident early and do what needs nothing from that kernel (shared memory carving,
 // mbarrier init, descriptor prefetch), then wait. The runtime proves the wait is compiled in: the
 // compile of a `pdl` spec fails unless the entry's PTX contains griddepcontrol.wait (compiler.cpp),
@@ -13,7 +14,9 @@
 //     be reading them). Weights and __grid_constant__ parameters may be touched before it.
 //   - let_dependents_launch() may come anywhere: the next kernel waits for this one's completion
 //     (and memory flush) in its own wait_for_prior_grid, whenever it was launched.
-// Without MOE_PDL (other targets, MOEFORGE_PDL unset or 0) both are empty and the launch is ordinary.
+// Launched without the attribute (larger calls, rt::PdlScope) the wait returns at once: the
+// stream already ordered this grid after its predecessor. Without MOE_PDL (other targets,
+// MOEFORGE_PDL=0) both are empty and the launch is ordinary.
 #pragma once
 
 #if defined(MOE_PDL) && MOE_PDL
@@ -23,3 +26,10 @@ __device__ __forceinline__ void let_dependents_launch() { asm volatile("griddepc
 __device__ __forceinline__ void wait_for_prior_grid() {}
 __device__ __forceinline__ void let_dependents_launch() {}
 #endif
+
+// Both at one point, as every forward kernel does: at its top, or after setup that touches
+// nothing another kernel of the stream reads or writes (mbarrier init).
+__device__ __forceinline__ void pdl_begin() {
+  wait_for_prior_grid();
+  let_dependents_launch();
+}

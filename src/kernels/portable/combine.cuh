@@ -32,8 +32,7 @@ extern "C" __global__ void __launch_bounds__(256)
   constexpr int NR = TOPK + (E_TOTAL - E);
   __shared__ i64 rows[NR];
   __shared__ int bad;
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   const i64 t = blockIdx.x;
   if (threadIdx.x == 0) bad = 0;
   __syncthreads();

@@ -113,8 +113,7 @@ extern "C" __global__ void __launch_bounds__(GG_THREADS)
                      const int* __restrict__ tile_expert, const int* __restrict__ num_tiles,
                      const int* __restrict__ row_token, const float* __restrict__ row_weight,
                      void* __restrict__ out) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   const int tile = blockIdx.x;
   if (tile >= num_tiles[0]) return;  // surplus block of the host's upper bound
   extern __shared__ __align__(16) u8 smem_raw[];

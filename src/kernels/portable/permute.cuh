@@ -35,8 +35,7 @@
 extern "C" __global__ void __launch_bounds__(256)
     moe_count(const int* __restrict__ ids, i64 n_entries, int* __restrict__ chunk_counts) {
   __shared__ int hist[E];
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
   __syncthreads();
   const i64 begin = (i64)blockIdx.x * PERMUTE_CHUNK;
@@ -98,8 +97,7 @@ extern "C" __global__ void __launch_bounds__(1024)
              i64* __restrict__ seg_off, int* __restrict__ num_tiles, int* __restrict__ tile_expert,
              int tile_bound) {
   __shared__ i64 off[E_TOTAL + 1];
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   // 1. Per expert: exclusive offsets over chunks (in place) and the total.
   for (int e = threadIdx.x; e < E_TOTAL; e += blockDim.x) {
     int total = 0;
@@ -169,8 +167,7 @@ extern "C" __global__ void __launch_bounds__(32 * PERMUTE_SCATTER_WARPS)
                 const int* __restrict__ chunk_off, const i64* __restrict__ seg_off, int* __restrict__ row_of,
                 int* __restrict__ row_token, float* __restrict__ row_weight) {
   __shared__ int next[PERMUTE_SCATTER_WARPS][E];
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const i64 chunk = (i64)blockIdx.x * PERMUTE_SCATTER_WARPS + warp;
   const i64 begin = chunk * PERMUTE_CHUNK;
@@ -217,8 +214,7 @@ extern "C" __global__ void __launch_bounds__(1024)
                       int bm, int* __restrict__ counts, i64* __restrict__ seg_off, int* __restrict__ num_tiles,
                       int* __restrict__ tile_expert, int tile_bound, int* __restrict__ row_of,
                       int* __restrict__ row_token, float* __restrict__ row_weight) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   permute_small(ids, weights, n_entries, n_tokens, bm, counts, seg_off, num_tiles, tile_expert, tile_bound, row_of,
                 row_token, row_weight);
 }

@@ -239,8 +239,7 @@ __device__ __forceinline__ void route_token(const void* __restrict__ logits, i64
 extern "C" __global__ void __launch_bounds__(32 * ROUTE_WARPS)
     moe_route(const void* __restrict__ logits, i64 T, const float* __restrict__ correction_bias,
               int* __restrict__ ids_out, float* __restrict__ w_out) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   const i64 t = (i64)blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);
   if (t >= T) return;  // warp-uniform
   route::route_token(logits, t, correction_bias, ids_out, w_out);

@@ -1,7 +1,8 @@
 // Routing and the one-chunk permutation in one launch, for decode-sized calls with router logits
 // (T <= 8 tokens, the host's kRoutePermuteTokens, so one per warp; T * TOPK <= PERMUTE_CHUNK):
-// route.cuh's route_token, then permute.cuh's permute_small, with the same results bit for bit as moe_route followed by
-// moe_permute_small. At T = 1 each launch costs more than its work; this saves one.
+// route.cuh's route_token, then permute.cuh's permute_small, with the same results bit for bit
+// as moe_route followed by moe_permute_small. At T = 1 each launch costs more than its work;
+// this saves one.
 //
 // Defines: route.cuh's and permute.cuh's (E, E_TOTAL, TOPK, ROUTING, N_GROUPS, TOPK_GROUPS,
 // GROUP_TOPN, RENORM, SCALE, LOGITS_BF16).
@@ -20,8 +21,7 @@ extern "C" __global__ void __launch_bounds__(256)
                             i64* __restrict__ seg_off, int* __restrict__ num_tiles, int* __restrict__ tile_expert,
                             int tile_bound, int* __restrict__ row_of, int* __restrict__ row_token,
                             float* __restrict__ row_weight) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   for (int t = threadIdx.x >> 5; t < n_tokens; t += blockDim.x >> 5)  // warp-uniform
     route::route_token(logits, t, correction_bias, ids, weights);
   // Orders the block's global writes of ids / weights before the reads below, which are plain

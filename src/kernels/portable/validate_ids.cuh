@@ -15,8 +15,7 @@
 extern "C" __global__ void __launch_bounds__(256)
     moe_validate_ids(const void* __restrict__ ids, i64 n, i64 base, int* __restrict__ ids_out,
                      u64* __restrict__ first_bad) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   const i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
 #if IDS_I64

@@ -136,8 +136,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): the ring is set up before it
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): the ring is set up before it
   __syncthreads();
   const int m_tiles = min(*num_tiles, tile_bound);
 

@@ -48,8 +48,7 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
                     const int* __restrict__ num_tiles, const int* __restrict__ tile_expert,
                     const int* __restrict__ row_token, const float* __restrict__ row_weight,
                     u16* __restrict__ xg, float* __restrict__ scale, int* __restrict__ tile_counters) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   // The GEMMs that follow claim their tiles from these (sm90/tiles.cuh): zero at their launch.
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x < kTileCounters) tile_counters[threadIdx.x] = 0;
   const int tile = blockIdx.x;

@@ -381,8 +381,7 @@ extern "C" __global__ void __launch_bounds__(sm90::kThreads, 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90/grouped_gemm.cuh must be compiled for sm_90a"
 #endif
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   sm90::Epilogue epi;
 #if GEMM_STAGE == 2
   epi.row_scale = row_scale;

@@ -133,8 +133,7 @@ __device__ __forceinline__ void quantize_row(const u16* src, unsigned char* dst)
 extern "C" __global__ void __launch_bounds__(256)
     moe_sm90_quantize_rows(u16* __restrict__ buf, const int* __restrict__ counts, const i64* __restrict__ seg_off,
                            const int* __restrict__ num_tiles, const int* __restrict__ tile_expert) {
-  wait_for_prior_grid();  // PDL (common/grid_dependency.cuh): before any dependent access
-  let_dependents_launch();
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
   const int tile = blockIdx.x;
   if (tile >= *num_tiles) return;
   const int e = tile_expert[tile];
