@@ -359,11 +359,10 @@ void PortableLayer::forward(const ForwardCall& call) const {
              bad);
       w_src = CUdeviceptr(call.topk_weights->data) + CUdeviceptr(t0 * k * 4);
     }
-    if (route_permutes) {
-      // permuted above
-    } else if (nch == 1) {  // decode-sized: one launch
-      rt::launch_with(*permute_small_, {1}, {1024}, 0, stream, "permute", ids, w_src, entries, n_i, bm, counts, seg,
-                      ntiles, tiles, tb, row_of, rtok, rw);
+    if (nch == 1) {  // decode-sized: one launch, or none when the routing's launch permuted too
+      if (!route_permutes)
+        rt::launch_with(*permute_small_, {1}, {1024}, 0, stream, "permute", ids, w_src, entries, n_i, bm, counts, seg,
+                        ntiles, tiles, tb, row_of, rtok, rw);
     } else {
       rt::launch_with(*count_, {u32_of(nch)}, {256}, 0, stream, "permute", ids, entries, cc);
       rt::launch_with(*scan_, {1}, {1024}, 0, stream, "permute", cc, nch_i, n_i, bm, counts, seg, ntiles, tiles, tb);
