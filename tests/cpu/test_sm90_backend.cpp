@@ -4,6 +4,8 @@
 // the GPU suite, tests/gpu/test_layer.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -88,7 +90,7 @@ TEST(Sm90Backend, ServesBf16WithoutBiasAndSaysWhyNotOtherwise) {
 TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
   const rt::DeviceInfo h = hopper();
   const MoeSpec s = presets::get("deepseek-v3");
-  int sm90_only = 0, decode = 0;
+  int sm90_only = 0, decode = 0, fixups = 0;
   for (const rt::KernelSpec& k : sm90_backend().kernels(s)) {
     EXPECT_EQ(rt::budget_violation(k, h), "") << k.entry;
     if (!k.targets.empty()) {
@@ -97,9 +99,12 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
       EXPECT_FALSE(rt::built_for(k, "sm_100a"));
     }
     decode += k.entry == "moe_sm90_decode";
+    fixups += k.entry == "moe_sm90_decode_fixup";
   }
-  EXPECT_EQ(sm90_only, 2 + 8);  // wide GEMM 1 and 2; decode GEMM 1 and 2 for 4 token tiles
-  EXPECT_EQ(decode, 8);
+  // Wide GEMM 1 and 2; decode GEMM 1 and 2 for 4 token tiles, and stream-K at 16 with its fixups.
+  EXPECT_EQ(sm90_only, 2 + 8 + 4);
+  EXPECT_EQ(decode, 8 + 2);
+  EXPECT_EQ(fixups, 2);
   // Exactly as many decode CTAs per SM as the kernel assumes at each token tile (its streaming
   // depth, and the grid its units are strided over): they fit, one more does not.
   const int et = s.num_experts + s.num_shared_experts;
@@ -128,15 +133,15 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
       q_sm90 += !k.targets.empty();
       q_gathers += k.entry == "moe_sm90_gather";
     }
-    EXPECT_EQ(q_sm90, 2 + 8);
+    EXPECT_EQ(q_sm90, 2 + 8 + 4);
     EXPECT_EQ(q_gathers, 2);  // natural and permuted K order
     const sm90::Codes c = sm90::codes(q);
     decode_occupancy_is_pinned(c, et);
     decode_occupancy_is_pinned(c, portable::kMaxExperts + 8);
   }
   // W8A8: the QGMMA GEMM pair, the quantizing gather, the h quantizer and the two FP8 round
-  // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (8) after the
-  // permuted gather (portable-compatible, no target).
+  // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (8, and 2 stream-K
+  // with 2 fixups) after the permuted gather (portable-compatible, no target).
   MoeSpec a8 = s;
   a8.weight_format = WeightFormat::FP8_Block128;
   a8.activation_format = ActivationFormat::FP8_Group128;
@@ -151,9 +156,9 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
                 k.defines.end());
     }
   }
-  EXPECT_EQ(a8_sm90, 2 + 1 + 3 + 8);
+  EXPECT_EQ(a8_sm90, 2 + 1 + 3 + 8 + 4);
   EXPECT_EQ(a8_quant, 3);
-  EXPECT_EQ(a8_decode, 8);
+  EXPECT_EQ(a8_decode, 8 + 2);
 }
 
 // The W4A16 K permutation (kernels/sm90/w4_format.cuh): a bijection of each
@@ -327,6 +332,63 @@ TEST(Sm90Backend, DecodeUnitsAreEveryTileAndChunkOnce) {
       prev = x;
     }
     EXPECT_EQ(seen, expected);
+  }
+}
+
+// Stream-K pieces (sm90/decode_units.cuh), as the decode kernel walks them and its fixup adds
+// them up: for unit counts below, at and above the grid, every (unit, k-block) task is done
+// exactly once; every CTA streams tasks / G k-blocks (+-1); only a range's first piece starts
+// inside a unit and only its last ends inside one; and a split unit's owner (the CTA with its
+// k-block 0) finds the other pieces in slot 0 of the next pieces_of_unit - 1 CTAs, in k order.
+TEST(Sm90Backend, StreamKPiecesCoverEveryTaskOnceInOrder) {
+  for (int ctas : {1, 7, 264}) {
+    for (int k_blocks : {1, 3, 16, 64}) {
+      for (int n_units : {1, 5, 160, 263, 264, 265, 992}) {
+        SCOPED_TRACE(::testing::Message() << "ctas " << ctas << " k_blocks " << k_blocks << " units " << n_units);
+        const int tasks = n_units * k_blocks;
+        const int grid = decode_units::stream_k_grid(tasks, ctas);
+        EXPECT_EQ(grid, std::min(tasks, ctas));
+        std::vector<int> done(size_t(tasks), 0);
+        // slot[b][s]: the (unit, k0, k1) CTA b left in its partial-sum slot s, if any.
+        std::vector<std::array<decode_units::Piece, 2>> slot(size_t(grid), {{{-1, 0, 0}, {-1, 0, 0}}});
+        std::vector<std::pair<int, int>> owners;  // (CTA, unit)
+        for (int b = 0; b < grid; ++b) {
+          const int begin = decode_units::range_begin(tasks, grid, b);
+          const int end = decode_units::range_begin(tasks, grid, b + 1);
+          EXPECT_LE(end - begin, tasks / grid + 1);
+          EXPECT_GE(end - begin, std::max(1, tasks / grid));
+          for (int t = begin; t < end; ++t) EXPECT_EQ(decode_units::cta_of_task(tasks, grid, t), b) << t;
+          int pieces = 0;
+          for (int t = begin; t < end;) {
+            const decode_units::Piece p = decode_units::piece_at(t, end, k_blocks);
+            ASSERT_LT(p.k0, p.k1);
+            for (int k = p.k0; k < p.k1; ++k) ++done[size_t(p.u * k_blocks + k)];
+            t += p.k1 - p.k0;
+            const bool first = pieces++ == 0, last = t == end;
+            EXPECT_TRUE(p.k0 == 0 || first) << "CTA " << b << " starts inside unit " << p.u << " mid-range";
+            EXPECT_TRUE(p.k1 == k_blocks || last) << "CTA " << b << " ends inside unit " << p.u << " mid-range";
+            if (p.k0 == 0 && p.k1 == k_blocks) continue;  // whole: stored by the GEMM itself
+            auto& s = slot[size_t(b)][size_t(decode_units::piece_slot(p))];
+            EXPECT_EQ(s.u, -1) << "CTA " << b << " slot used twice";
+            s = p;
+            if (p.k0 == 0) owners.push_back({b, p.u});
+          }
+        }
+        for (int t = 0; t < tasks; ++t) ASSERT_EQ(done[size_t(t)], 1) << "task " << t;
+        for (const auto& [b, u] : owners) {
+          const int n = decode_units::pieces_of_unit(tasks, grid, b, u, k_blocks);
+          ASSERT_GE(n, 2);
+          int k = slot[size_t(b)][1].k1;
+          for (int q = 1; q < n; ++q) {
+            const decode_units::Piece& p = slot[size_t(b + q)][0];
+            EXPECT_EQ(p.u, u) << "piece " << q;
+            EXPECT_EQ(p.k0, k) << "piece " << q;
+            k = p.k1;
+          }
+          EXPECT_EQ(k, k_blocks);
+        }
+      }
+    }
   }
 }
 

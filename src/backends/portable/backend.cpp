@@ -322,7 +322,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
                // plugged: y (bf16) reuses the gathered x, dead once GEMM 1 has run (stream order)
                o_y = cv.take(size_t(plan.rows_bound * H * (plugged ? 2 : 4))),
                o_scale = plugged ? cv.take(size_t(plan.rows_bound * 4)) : 0,
-               o_scratch = plugged ? cv.take(size_t(GemmPlugin::kScratchBytes)) : 0;
+               o_scratch = plugged ? cv.take(size_t(plugin_->scratch_bytes())) : 0;
   Workspace ws(cv.used, stream);
   const CUdeviceptr b = ws.base();
   const CUdeviceptr ids = b + o_ids, wts = b + o_wts, row_of = b + o_row_of, cc = b + o_cc, counts = b + o_counts,

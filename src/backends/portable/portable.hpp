@@ -140,14 +140,15 @@ struct PluginChunk {
   CUdeviceptr x = 0;  // [n, H] bf16
   CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_token = 0, row_weight = 0;
   CUdeviceptr xg = 0, scale = 0, h = 0, y = 0;  // [rows, H] bf16, [rows] f32, [rows, I] bf16, [rows, H] bf16
-  CUdeviceptr scratch = 0;  // GemmPlugin::kScratchBytes of this call's own, content undefined on entry
+  CUdeviceptr scratch = 0;  // GemmPlugin::scratch_bytes() of this call's own, content undefined on entry
   int64_t tokens = 0, rows_bound = 0, tile_bound = 0;  // tokens: this chunk's
   CUstream stream = nullptr;
 };
 class GemmPlugin {
  public:
   virtual ~GemmPlugin() = default;
-  static constexpr int kScratchBytes = 256;              // PluginChunk::scratch (e.g. the GEMMs' tile counters)
+  // PluginChunk::scratch's size (e.g. the GEMMs' tile counters, the decode GEMMs' partial sums).
+  virtual int64_t scratch_bytes() const { return 256; }
   virtual int bm() const = 0;                            // M tile = segment padding
   virtual void run(const PluginChunk& chunk) const = 0;  // gather, GEMM 1, GEMM 2
 };

@@ -44,6 +44,10 @@ class Sm90Gemms final : public portable::GemmPlugin {
     for (size_t i = 0; i < std::size(kDecodeTiles); ++i)
       for (int stage : {1, 2})
         decode_[i][stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kDecodeTiles[i]));
+    for (int stage : {1, 2}) {
+      stream_k_[stage - 1] = &rt::load_kernel(device, decode_kernel(spec, stage, kStreamKTokens, true));
+      fixup_[stage - 1] = &rt::load_kernel(device, decode_fixup_kernel(spec, stage));
+    }
     const uint64_t et = uint64_t(spec.num_experts + spec.num_shared_experts);
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
@@ -92,6 +96,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
   int bm() const override { return kBM; }
+  // The tile counters (256 bytes), then the stream-K slots and split entries.
+  int64_t scratch_bytes() const override { return 256 + stream_k_scratch_bytes(sm_count_); }
 
   void run(const portable::PluginChunk& c) const override {
     const Plan p = plan(spec_, c.tokens);
@@ -129,13 +135,29 @@ class Sm90Gemms final : public portable::GemmPlugin {
         rt::launch_with(*k, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream, stage,
                         buf, c.counts, c.seg_off, c.num_tiles, c.tile_expert);
     };
+    // Stream-K (decode_gemm.cuh) when the call fits one 16-token tile: every slot takes an equal
+    // range of the (unit, k-block) tasks, then the fixup stores the units it split. Its slots
+    // and split entries follow the tile counters in the call's scratch (scratch_bytes).
+    const int k1 = int(ceil_div(int64_t(H), ks)), k2 = int(ceil_div(int64_t(I), ks));
+    const int64_t most_tasks = experts * std::max(ceil_div(int64_t(2 * I), kDecodeRows) * k1,
+                                                  ceil_div(int64_t(H), kDecodeRows) * k2);
+    const bool stream_k = bt == kStreamKTokens && c.tokens <= kStreamKTokens && most_tasks < (int64_t(1) << 31);
+    const CUdeviceptr partial = stream_k ? c.scratch + 256 : 0;
+    const CUdeviceptr split = stream_k ? partial + CUdeviceptr(stream_k_partial_bytes(sm_count_)) : 0;
+    const rt::Dim3 sk_grid{unsigned(slots)};
+    auto gemm = [&](int g, const CUtensorMap& w, const CUtensorMap& s, const CUtensorMap& x, CUdeviceptr gscale,
+                    CUdeviceptr row_scale, CUdeviceptr out, int n, int k_blocks, const char* stage) {
+      const rt::LoadedKernel& k = stream_k ? *stream_k_[g] : *decode_[ti][g];
+      rt::launch_with(k, stream_k ? sk_grid : grid(n), {unsigned(kThreads)}, smem, c.stream, stage, w, s, x, gscale,
+                      c.counts, c.seg_off, row_scale, out, n, k_blocks, partial, split);
+      if (stream_k)
+        rt::launch_with(*fixup_[g], sk_grid, {256}, 0, c.stream, stage, partial, split, gscale, c.counts, c.seg_off,
+                        row_scale, out);
+    };
     round_trip(round_trip_x_, c.xg, "permute");
-    rt::launch_with(*decode_[ti][0], grid(int64_t(2 * I)), {unsigned(kThreads)}, smem, c.stream, "gemm1",
-                    w13_rows_map_, w13_scales_map_, xg, g13_, c.counts, c.seg_off, CUdeviceptr(0), c.h, int(2 * I),
-                    int(ceil_div(int64_t(H), ks)));
+    gemm(0, w13_rows_map_, w13_scales_map_, xg, g13_, CUdeviceptr(0), c.h, int(2 * I), k1, "gemm1");
     round_trip(round_trip_h_, c.h, "gemm2");
-    rt::launch_with(*decode_[ti][1], grid(int64_t(H)), {unsigned(kThreads)}, smem, c.stream, "gemm2", w2_rows_map_,
-                    w2_scales_map_, h, g2_, c.counts, c.seg_off, c.scale, c.y, int(H), int(ceil_div(int64_t(I), ks)));
+    gemm(1, w2_rows_map_, w2_scales_map_, h, g2_, c.scale, c.y, int(H), k2, "gemm2");
   }
 
   void run_wide(const portable::PluginChunk& c) const {
@@ -208,6 +230,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
   // W8A8 below the crossover: x and h rounded through FP8 for the W8A16 decode GEMMs.
   const rt::LoadedKernel *round_trip_x_ = nullptr, *round_trip_h_ = nullptr;
   const rt::LoadedKernel* decode_[std::size(kDecodeTiles)][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
+  const rt::LoadedKernel* stream_k_[2] = {};  // the 16-token tile's stream-K decode GEMMs
+  const rt::LoadedKernel* fixup_[2] = {};     // and their fixups
   CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4: their codes)
   CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4, w8: the wide GEMMs' scale boxes
   CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode; w4, w8: their codes)

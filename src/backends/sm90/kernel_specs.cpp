@@ -108,7 +108,7 @@ rt::KernelSpec quantize_kernel(int64_t k_cols, bool round_trip) {
   return k;
 }
 
-rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
+rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt, bool stream_k) {
   const Codes c = decode_codes(codes(spec));
   const int smem = decode_smem_bytes(bt, c, spec.num_experts + spec.num_shared_experts);
   rt::KernelSpec k;
@@ -120,13 +120,23 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt) {
                {"W4", c == Codes::W4 ? "1" : "0"},
                {"W8", c == Codes::W8 ? "1" : "0"},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
-               {"SM90_DECODE_SMEM_BYTES", std::to_string(smem)}};
+               {"SM90_DECODE_SMEM_BYTES", std::to_string(smem)},
+               {"STREAM_K", stream_k ? "1" : "0"}};
   if (stage == 1) add_activation(spec, k);
   k.threads = kThreads;
   k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.smem_bytes = decode_launch_smem_bytes(bt, c, spec.num_experts + spec.num_shared_experts);
   k.min_blocks_per_sm = decode_ctas_per_sm(bt);
   k.targets = {kTarget};
+  return k;
+}
+
+rt::KernelSpec decode_fixup_kernel(const MoeSpec& spec, int stage) {
+  rt::KernelSpec k = decode_kernel(spec, stage, kStreamKTokens, true);  // the same source and defines
+  k.entry = "moe_sm90_decode_fixup";
+  k.threads = 256;
+  k.smem_bytes = 0;
+  k.min_blocks_per_sm = 0;
   return k;
 }
 
@@ -147,6 +157,10 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   out.push_back(gemm_kernel(spec, 2));
   for (int bt : kDecodeTiles)
     for (int stage : {1, 2}) out.push_back(decode_kernel(spec, stage, bt));
+  for (int stage : {1, 2}) {
+    out.push_back(decode_kernel(spec, stage, kStreamKTokens, true));
+    out.push_back(decode_fixup_kernel(spec, stage));
+  }
   return out;
 }
 

@@ -112,7 +112,22 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrde
 // QGMMA GEMMs' h), or rounded through FP8 and back to bf16 (round_trip: x and h of the
 // decode GEMMs, see decode_codes).
 rt::KernelSpec quantize_kernel(int64_t k, bool round_trip);
-rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt);
+// stream_k: the decode GEMM that cuts its (unit, k-block) tasks into equal ranges per CTA
+// (decode_gemm.cuh), for calls of at most kStreamKTokens tokens; decode_fixup_kernel adds up
+// the units it split.
+rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt, bool stream_k = false);
+rt::KernelSpec decode_fixup_kernel(const MoeSpec& spec, int stage);
+// Stream-K runs at the 16-token tile for calls that fit one tile (every expert one chunk, so no
+// tile is streamed twice). Its workspace: two partial-sum slots per CTA of the grid (f32, the
+// tile's 128 rows x 16 tokens) and a 16-byte split entry per CTA.
+inline constexpr int kStreamKTokens = 16;
+constexpr int64_t stream_k_grid(int sm_count) { return int64_t(decode_ctas_per_sm(kStreamKTokens)) * sm_count; }
+constexpr int64_t stream_k_partial_bytes(int sm_count) {
+  return stream_k_grid(sm_count) * 2 * kDecodeRows * kStreamKTokens * 4;
+}
+constexpr int64_t stream_k_scratch_bytes(int sm_count) {
+  return stream_k_partial_bytes(sm_count) + stream_k_grid(sm_count) * 16;
+}
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
 // The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).

@@ -55,9 +55,21 @@
 // 16 codes of rows r and r + 8 (two 128-bit shared loads) and dequantizes them with the
 // row's scale into the same register A fragments (sm90/w8a16.cuh, the W4 K order).
 //
+// Stream-K (STREAM_K = 1, for calls of at most BT tokens: every expert one chunk, the units few):
+// instead of whole units strided over the grid, each CTA takes an equal contiguous range of
+// the (unit, k-block) tasks (decode_units.cuh, for_each_piece). At T = 1 on Mistral-Small-4
+// the 160 units of GEMM 1 on 132 SMs left 28 SMs streaming two and the rest one (ncu: the
+// busiest SM 25 % above the average, SMs active 68 % of the time, 9f34da8); now every CTA
+// streams the same number of k-blocks. A unit cut across CTAs leaves f32 partial sums in a
+// per-CTA workspace slot ([grid][2][BT / 2][256], the consumers' fragment order) and its owner
+// (the CTA with its k-block 0) records it in split[]; moe_sm90_decode_fixup, launched next,
+// adds the pieces in k order and stores the unit: deterministic, and no CTA ever waits for
+// another (concurrent streams cannot deadlock it).
+//
 // Defines: GEMM_STAGE, BT (16, 32, 64, 128), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
 // W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), ACT,
-// ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked).
+// ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked),
+// STREAM_K (0 or 1).
 #pragma once
 #include "common/convert.cuh"
 #include "common/grid_dependency.cuh"
@@ -155,15 +167,83 @@ __device__ __forceinline__ void list_active_experts(const int* __restrict__ coun
   if (lane == 0) sm.num_active = n;
 }
 
+// Calls f(piece) for the pieces this CTA works through, in order (decode_units.cuh): whole
+// units strided over the grid, or (STREAM_K) its contiguous range of (unit, k-block) tasks.
+template <class F>
+__device__ __forceinline__ void for_each_piece(int n_units, int k_blocks, F&& f) {
+#if STREAM_K
+  const int tasks = n_units * k_blocks;
+  const int grid = decode_units::stream_k_grid(tasks, (int)gridDim.x);
+  if ((int)blockIdx.x >= grid) return;
+  const int end = decode_units::range_begin(tasks, grid, (int)blockIdx.x + 1);
+  for (int t = decode_units::range_begin(tasks, grid, (int)blockIdx.x); t < end;) {
+    const decode_units::Piece p = decode_units::piece_at(t, end, k_blocks);
+    f(p);
+    t += p.k1 - p.k0;
+  }
+#else
+  for (int u = blockIdx.x; u < n_units; u += gridDim.x) f(decode_units::Piece{u, 0, k_blocks});
+#endif
+}
+
+// A finished unit's outputs from its accumulators: this thread's weight rows r0 (and r0 + 8) of
+// tile nt, tokens 8i + 2t (+1) of chunk c (cw: its consumer warpgroup, warp: its warp in it).
+// W4: the expert's global scale first (times 2^8, see w4a16.cuh).
+__device__ __forceinline__ void store_unit(float (&acc)[BT / 2], int e, int nt, int c, int cw, int warp, int lane,
+                                           const float* __restrict__ gscale, const int* __restrict__ counts,
+                                           const i64* __restrict__ seg_off, const float* __restrict__ row_scale,
+                                           u16* __restrict__ out) {
+  const int g = lane >> 2, t = lane & 3;
+  const int count = counts[e];
+  const i64 seg = seg_off[e];
+#if W4
+  const float gs = gscale[e] * float(1 << w4::kEpilogueExp);  // the 2^-8 of the dequantized codes
+#pragma unroll
+  for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
+#endif
+  const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
+#pragma unroll
+  for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int tok = c * BT + i * 8 + 2 * t + j;
+      if (tok >= count) continue;
+      const i64 row = seg + tok;
+#if GEMM_STAGE == 1
+      const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
+#if W4 || W8
+      const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
+#else
+      const int col = f;
+#endif
+      if (f < GEMM_N_OUT)
+        out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
+#else
+      const float sc = row_scale[row];
+      if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);
+      if (r0 + 8 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0 + 8] = f32_to_bf16(acc[4 * i + 2 + j] * sc);
+#endif
+    }
+}
+
+// STREAM_K: CTA b's partial-sum slot s (decode_units::piece_slot), element i of the thread
+// (cw, tid) of its consumers: [b][s][i][256 threads], so each warp's stores are contiguous.
+constexpr int kSlotFloats = 256 * (BT / 2);
+__device__ __forceinline__ i64 slot_index(int b, int s, int i, int thread) {
+  return ((i64)(2 * b + s) * (BT / 2) + i) * 256 + thread;
+}
+
 }  // namespace sm90dec
 
 // W4: tm_s = the scales' 3-D map, gscale = [E_TOTAL] global scales. W8: tm_s = the scales'
-// 3-D map (gscale unused). bf16: both unused (any map, null).
+// 3-D map (gscale unused). bf16: both unused (any map, null). STREAM_K: partial = the slots,
+// split = [gridDim.x] entries for the fixup (both unused, may be null, otherwise).
 extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPerSm)
     moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_s,
                     const __grid_constant__ TensorMap tm_x, const float* __restrict__ gscale,
                     const int* __restrict__ counts, const i64* __restrict__ seg_off,
-                    const float* __restrict__ row_scale, u16* __restrict__ out, int n_per_expert, int k_blocks) {
+                    const float* __restrict__ row_scale, u16* __restrict__ out, int n_per_expert, int k_blocks,
+                    float* __restrict__ partial, int4* __restrict__ split) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90/decode_gemm.cuh must be compiled for sm_90a"
 #endif
@@ -176,8 +256,8 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
   const int n_tiles = (n_per_expert + WM - 1) / WM;
   if (threadIdx.x / 32 == 1) list_active_experts(counts, n_tiles, sm);
   __syncthreads();
-  // Work units (see the top), strided over the persistent grid; the stage ring runs on across
-  // units, so only the first unit fills the pipeline.
+  // Work units (see the top), walked in pieces (for_each_piece); the stage ring runs on across
+  // them, so only the first fills the pipeline.
   const int n_units = sm.num_active > 0 ? sm.unit_end[sm.num_active - 1] : 0;
 
   if (wg == 0) {
@@ -192,11 +272,11 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
       tma_prefetch_desc(&tm_s);
 #endif
       u32 it = 0;
-      for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
-        const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, u);
+      for_each_piece(n_units, k_blocks, [&](const decode_units::Piece& p) {
+        const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, p.u);
         const i64 seg = seg_off[e];
         const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        for (int kb = p.k0; kb < p.k1; ++kb, ++it) {
           const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
           mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
           const u32 full = smem_u32(&sm.full[s]);
@@ -214,7 +294,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
           for (int j = 0; j < SUB; ++j)
             tma_load_2d(smem_u32(sm.x[s][j]), &tm_x, kb * KS + j * BK, (int)(seg + (i64)c * BT), full);
         }
-      }
+      });
     }
     return;
   }
@@ -225,16 +305,15 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
   setmaxnreg_inc<kConsumerRegs>();
 #endif
   const int g = lane >> 2, t = lane & 3;
-  float acc[BT / 2];
   // Descriptors advance with the address (bits 0-13 hold address / 16, no carry below 256 KB):
   // computed once, offset per stage / sub-block / k16 step.
   const u64 x_desc0 = wgmma_desc_k128b(smem_u32(sm.x[0][0]));
   constexpr u32 kXStage = SUB * BT * BK * 2, kXSub = BT * BK * 2;  // bytes
   u32 it = 0;
-  for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
-    const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, u);
-    const int count = counts[e];
-    const i64 seg = seg_off[e];
+  [[maybe_unused]] int4 owned = make_int4(-1, 0, 0, 0);  // STREAM_K: the split unit whose first piece is here
+  for_each_piece(n_units, k_blocks, [&](const decode_units::Piece& p) {
+    const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, p.u);
+    float acc[BT / 2];
     u32 prev_s = 0;
 #if W4 || W8
     // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
@@ -243,7 +322,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
     // codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
     const int ra = cw * 64 + warp * 16 + g;
     u32 a[2][4][4];  // two A fragment sets, alternating by sub-block: one wgmma group in flight
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+    for (int kb = p.k0; kb < p.k1; ++kb, ++it) {
       const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
       mbar_wait(smem_u32(&sm.full[s]), ph);
 #pragma unroll
@@ -268,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
         const u64 x_desc = x_desc0 + ((s * kXStage + j * kXSub) >> 4);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > 0 || j > 0 || kk > 0) ? 1u : 0u);
+          wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > p.k0 || j > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
         // The fragment set used one sub-block ago is rewritten next: wait until at most this
         // sub-block's group is pending.
@@ -276,12 +355,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
         // Every group of the previous stage has completed: release it.
-        if (j == 0 && kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+        if (j == 0 && kb > p.k0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
       }
       prev_s = s;
     }
 #else
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+    for (int kb = p.k0; kb < p.k1; ++kb, ++it) {
       const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
       mbar_wait(smem_u32(&sm.full[s]), ph);
       wgmma_fence();
@@ -291,47 +370,63 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk)
         wgmma_m64nk16_bf16_ss<BT>(acc, wgmma_desc_k128b(w_addr + kk * 32), wgmma_desc_k128b(x_addr + kk * 32),
-                                  (kb > 0 || kk > 0) ? 1u : 0u);
+                                  (kb > p.k0 || kk > 0) ? 1u : 0u);
       wgmma_commit();
       wgmma_wait<1>();
 #pragma unroll
       for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-      if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+      if (kb > p.k0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
       prev_s = s;
     }
 #endif
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
-    if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-#if W4
-    const float gs = gscale[e] * float(1 << w4::kEpilogueExp);  // the 2^-8 of the dequantized codes
+    if (lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));  // a piece has at least one k-block
+    if (p.k0 == 0 && p.k1 == k_blocks) {
+      store_unit(acc, e, nt, c, cw, warp, lane, gscale, counts, seg_off, row_scale, out);
+      return;
+    }
+#if STREAM_K
+    // Part of a split unit: its partial sums into this CTA's slot, added up in k order by
+    // moe_sm90_decode_fixup (the owner, holding k-block 0, records where the pieces are).
+    const int slot = decode_units::piece_slot(p);
 #pragma unroll
-    for (int i = 0; i < BT / 2; ++i) acc[i] *= gs;
+    for (int i = 0; i < BT / 2; ++i) partial[slot_index(blockIdx.x, slot, i, threadIdx.x - 128)] = acc[i];
+    if (p.k0 == 0) {
+      const int tasks = n_units * k_blocks;
+      const int grid = decode_units::stream_k_grid(tasks, (int)gridDim.x);
+      owned = make_int4(e, nt, c, decode_units::pieces_of_unit(tasks, grid, blockIdx.x, p.u, k_blocks));
+    }
 #endif
-    // ---- epilogue: this thread's weight rows r0 (and r0 + 8), tokens 8i + 2t (+1)
-    const int r0 = nt * WM + cw * 64 + warp * 16 + g;  // weight row within the expert
-#pragma unroll
-    for (int i = 0; i < BT / 8; ++i)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int tok = c * BT + i * 8 + 2 * t + j;
-        if (tok >= count) continue;
-        const i64 row = seg + tok;
-#if GEMM_STAGE == 1
-        const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
-#if W4 || W8
-        const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
-#else
-        const int col = f;
+  });
+#if STREAM_K
+  if (threadIdx.x == 128) split[blockIdx.x] = owned;  // every CTA, every launch: no stale entry
 #endif
-        if (f < GEMM_N_OUT)
-          out[row * GEMM_N_OUT + col] = f32_to_bf16(sm90::activate(acc[4 * i + j], acc[4 * i + 2 + j]));
-#else
-        const float sc = row_scale[row];
-        if (r0 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0] = f32_to_bf16(acc[4 * i + j] * sc);
-        if (r0 + 8 < GEMM_N_OUT) out[row * GEMM_N_OUT + r0 + 8] = f32_to_bf16(acc[4 * i + 2 + j] * sc);
-#endif
-      }
-  }
 }
+
+#if STREAM_K
+// After a STREAM_K decode GEMM, one block per CTA of it (grid = its grid, block = 256, the
+// consumers' thread layout): the split unit CTA b owns (split[b] = {expert, tile, chunk, pieces},
+// or expert -1: none; written by that GEMM), its
+// pieces' partial sums added in k order (slot 1 of b, then slot 0 of b + 1 .. b + w - 1) and
+// stored as the GEMM stores a whole unit. The same sums in the same order on every run.
+extern "C" __global__ void __launch_bounds__(256)
+    moe_sm90_decode_fixup(const float* __restrict__ partial, const int4* __restrict__ split,
+                          const float* __restrict__ gscale, const int* __restrict__ counts,
+                          const i64* __restrict__ seg_off, const float* __restrict__ row_scale,
+                          u16* __restrict__ out) {
+  using namespace sm90dec;
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
+  const int4 own = split[blockIdx.x];
+  if (own.x < 0) return;
+  const int b = blockIdx.x, thread = threadIdx.x, cw = thread / 128, tid = thread % 128;
+  float acc[BT / 2];
+#pragma unroll
+  for (int i = 0; i < BT / 2; ++i) acc[i] = partial[slot_index(b, 1, i, thread)];
+  for (int q = 1; q < own.w; ++q)
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) acc[i] += partial[slot_index(b + q, 0, i, thread)];
+  store_unit(acc, own.x, own.y, own.z, cw, tid / 32, tid % 32, gscale, counts, seg_off, row_scale, out);
+}
+#endif
