@@ -228,7 +228,6 @@ __device__ __forceinline__ void store_unit(float (&acc)[BT / 2], int e, int nt, 
 
 // STREAM_K: CTA b's partial-sum slot s (decode_units::piece_slot), element i of the thread
 // (cw, tid) of its consumers: [b][s][i][256 threads], so each warp's stores are contiguous.
-constexpr int kSlotFloats = 256 * (BT / 2);
 __device__ __forceinline__ i64 slot_index(int b, int s, int i, int thread) {
   return ((i64)(2 * b + s) * (BT / 2) + i) * 256 + thread;
 }
