@@ -335,6 +335,21 @@ TEST(Sm90Backend, DecodeUnitsAreEveryTileAndChunkOnce) {
   }
 }
 
+// When stream-K runs (sm90::stream_k_pays), on the H200's 132 SMs, at the unit bounds of the
+// measured calls (T * k + S experts x 32 or 56 128-row tiles): on below 4 / 5 of the last round.
+TEST(Sm90Backend, StreamKRunsOnlyWhereWholeUnitsFillTheSmsUnevenly) {
+  using moeforge::sm90::stream_k_pays;
+  EXPECT_TRUE(stream_k_pays(5 * 32, 132));    // Mistral-Small-4, T = 1: 160 units, fill 0.61
+  EXPECT_TRUE(stream_k_pays(13 * 32, 132));   // T = 3: 416, fill 0.79
+  EXPECT_FALSE(stream_k_pays(17 * 32, 132));  // T = 4: 544, fill 0.82
+  EXPECT_FALSE(stream_k_pays(33 * 32, 132));  // T = 8: 1056, 8 full rounds
+  EXPECT_TRUE(stream_k_pays(9 * 32, 132));    // DeepSeek-V3, T = 1, GEMM 1: 288, fill 0.73
+  EXPECT_FALSE(stream_k_pays(9 * 56, 132));   // GEMM 2: 504, fill 0.95
+  EXPECT_FALSE(stream_k_pays(0, 132));
+  EXPECT_TRUE(stream_k_pays(1, 132));
+  EXPECT_FALSE(stream_k_pays(132, 132));
+}
+
 // Stream-K pieces (sm90/decode_units.cuh), as the decode kernel walks them and its fixup adds
 // them up: for unit counts below, at and above the grid, every (unit, k-block) task is done
 // exactly once; every CTA streams tasks / G k-blocks (+-1); only a range's first piece starts

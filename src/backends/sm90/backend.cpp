@@ -135,18 +135,22 @@ class Sm90Gemms final : public portable::GemmPlugin {
         rt::launch_with(*k, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream, stage,
                         buf, c.counts, c.seg_off, c.num_tiles, c.tile_expert);
     };
-    // Stream-K (decode_gemm.cuh) when the call fits one 16-token tile: every slot takes an equal
-    // range of the (unit, k-block) tasks, then the fixup stores the units it split. Its slots
-    // and split entries follow the tile counters in the call's scratch (scratch_bytes).
+    // Stream-K (decode_gemm.cuh) when the call fits one 16-token tile and whole units would leave
+    // the SMs unevenly filled (stream_k_pays): every slot takes an equal range of the (unit,
+    // k-block) tasks, then the fixup stores the units it split. Its slots and split entries follow
+    // the tile counters in the call's scratch (scratch_bytes).
     const int k1 = int(ceil_div(int64_t(H), ks)), k2 = int(ceil_div(int64_t(I), ks));
-    const int64_t most_tasks = experts * std::max(ceil_div(int64_t(2 * I), kDecodeRows) * k1,
-                                                  ceil_div(int64_t(H), kDecodeRows) * k2);
-    const bool stream_k = bt == kStreamKTokens && c.tokens <= kStreamKTokens && most_tasks < (int64_t(1) << 31);
-    const CUdeviceptr partial = stream_k ? c.scratch + 256 : 0;
-    const CUdeviceptr split = stream_k ? partial + CUdeviceptr(stream_k_partial_bytes(sm_count_)) : 0;
+    auto use_stream_k = [&](int n, int k_blocks) {
+      const int64_t units = experts * ceil_div(int64_t(n), kDecodeRows);
+      return bt == kStreamKTokens && c.tokens <= kStreamKTokens && units * k_blocks < (int64_t(1) << 31) &&
+             stream_k_pays(units, sm_count_);
+    };
+    const CUdeviceptr partial = c.scratch + 256;
+    const CUdeviceptr split = partial + CUdeviceptr(stream_k_partial_bytes(sm_count_));
     const rt::Dim3 sk_grid{unsigned(slots)};
     auto gemm = [&](int g, const CUtensorMap& w, const CUtensorMap& s, const CUtensorMap& x, CUdeviceptr gscale,
                     CUdeviceptr row_scale, CUdeviceptr out, int n, int k_blocks, const char* stage) {
+      const bool stream_k = use_stream_k(n, k_blocks);
       const rt::LoadedKernel& k = stream_k ? *stream_k_[g] : *decode_[ti][g];
       rt::launch_with(k, stream_k ? sk_grid : grid(n), {unsigned(kThreads)}, smem, c.stream, stage, w, s, x, gscale,
                       c.counts, c.seg_off, row_scale, out, n, k_blocks, partial, split);

@@ -128,6 +128,16 @@ constexpr int64_t stream_k_partial_bytes(int sm_count) {
 constexpr int64_t stream_k_scratch_bytes(int sm_count) {
   return stream_k_partial_bytes(sm_count) + stream_k_grid(sm_count) * 16;
 }
+// Whether stream-K pays for a decode GEMM of at most `units` (expert, 128-row tile) units: only
+// when whole units would fill the SMs' last round less than 4 / 5 full. Measured on the H200
+// (records 9db8e4b-*-streamk-ab): it gains 3-12 % where the fill is 0.55-0.79 (T = 1-3 of
+// Mistral-Small-4, GEMM 1 of DeepSeek-V3 at T = 1) and loses 2-9 % from 0.82 up, where the fixup
+// and the partial sums cost more than the idle SMs (two CTAs per SM share the issue slots, so a
+// round of whole units is already partly self-balancing).
+constexpr bool stream_k_pays(int64_t units, int sm_count) {
+  const int64_t rounds = (units + sm_count - 1) / sm_count;
+  return units > 0 && units * 5 < rounds * sm_count * 4;
+}
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
 // The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
