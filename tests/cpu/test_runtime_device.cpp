@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -212,7 +214,13 @@ TEST(RuntimeBreadcrumbs, StickyErrorNamesTheFirstStageSinceTheLastCheck) {
 
 // Every embedded kernel the backends declare (for every preset), plus the runtime's
 // own, compiles for every supported target, and each cubin carries its target.
-TEST(RuntimeCompile, EveryKernelForEveryTarget) {
+// One test per target, each compiling on every core: run serially, the ~500 compiles
+// outlasted CTest's 600 s limit on a slow CI machine.
+class RuntimeCompileTarget : public ::testing::TestWithParam<std::string> {};
+
+namespace {
+
+std::map<std::string, KernelSpec> every_declared_kernel() {
   std::map<std::string, KernelSpec> specs;
   auto add = [&](const KernelSpec& k) {
     std::string id = k.source + "|" + k.entry;
@@ -236,29 +244,56 @@ TEST(RuntimeCompile, EveryKernelForEveryTarget) {
             }
           }
       }
-  for (const std::string& target : supported_targets()) {
-    for (const auto& [id, k] : specs) {
-      if (!built_for(k, target)) continue;
-      // As load_kernel asks for it with MOEFORGE_PDL=1: with the PDL proof where it launches with PDL.
-      CompileRequest req{k.source, k.entry, k.defines, k.options, target, launches_with_pdl(k, target, true)};
-      CompileResult r;
-      ASSERT_NO_THROW(r = compile(req)) << id << " for " << target;
-      CubinInfo info = parse_cubin(r.cubin, id);
-      EXPECT_EQ(info.sm, target_sm_number(target)) << id;
-      // sm_8x cubins carry no .nv.compat arch-specific attribute; sm_90 and later do.
-      if (info.sm >= 90) {
-        EXPECT_TRUE(info.has_compat) << id << " " << target;
-        EXPECT_EQ(info.arch_specific, target.back() == 'a') << id << " " << target;
+  return specs;
+}
+
+}  // namespace
+
+TEST_P(RuntimeCompileTarget, EveryKernel) {
+  const std::string target = GetParam();
+  struct Job {
+    std::string id;
+    CompileRequest req;
+    CompileResult result;
+    std::string error;
+  };
+  std::vector<Job> jobs;
+  // Each as load_kernel asks for it with MOEFORGE_PDL=1: with the PDL proof where it launches with PDL.
+  for (const auto& [id, k] : every_declared_kernel())
+    if (built_for(k, target))
+      jobs.push_back({id, {k.source, k.entry, k.defines, k.options, target, launches_with_pdl(k, target, true)}, {}, {}});
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < jobs.size();) try {
+        jobs[i].result = compile(jobs[i].req);
+      } catch (const std::exception& e) {
+        jobs[i].error = e.what();
       }
-      EXPECT_NO_THROW(verify_cubin(r.cubin, target, id));
-      for (const std::string& other : supported_targets()) {
-        if (other == target) continue;
-        EXPECT_THROW(verify_cubin(r.cubin, other, id), Unsupported) << target << " as " << other;
-      }
+  };
+  std::vector<std::thread> pool(std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16)));
+  for (auto& t : pool) t = std::thread(worker);
+  for (auto& t : pool) t.join();
+  for (const Job& j : jobs) {
+    ASSERT_EQ(j.error, "") << j.id << " for " << target;
+    CubinInfo info = parse_cubin(j.result.cubin, j.id);
+    EXPECT_EQ(info.sm, target_sm_number(target)) << j.id;
+    // sm_8x cubins carry no .nv.compat arch-specific attribute; sm_90 and later do.
+    if (info.sm >= 90) {
+      EXPECT_TRUE(info.has_compat) << j.id << " " << target;
+      EXPECT_EQ(info.arch_specific, target.back() == 'a') << j.id << " " << target;
+    }
+    EXPECT_NO_THROW(verify_cubin(j.result.cubin, target, j.id));
+    for (const std::string& other : supported_targets()) {
+      if (other == target) continue;
+      EXPECT_THROW(verify_cubin(j.result.cubin, other, j.id), Unsupported) << target << " as " << other;
     }
   }
-  RecordProperty("kernels", int(specs.size()));
+  EXPECT_GE(jobs.size(), 2u) << "the runtime's own kernels build for every target";
+  RecordProperty("kernels", int(jobs.size()));
 }
+
+INSTANTIATE_TEST_SUITE_P(All, RuntimeCompileTarget, ::testing::ValuesIn(supported_targets()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST(ElfVerify, MeasuredFlagsAndTheArchSpecificBit) {
   CompileRequest req{"common/fault.cuh", "moeforge_fault", {}, {}, "sm_121a"};

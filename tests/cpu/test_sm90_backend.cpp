@@ -1,6 +1,6 @@
 // The sm90 backend's host side without a GPU: what it serves, its planner, its resource
 // budgets against an H100/H200-sized device and a non-Hopper one, and its self-test sizes.
-// (Its kernels compile for sm_90a in RuntimeCompile.EveryKernelForEveryTarget; they run in
+// (Its kernels compile for sm_90a in All/RuntimeCompileTarget.EveryKernel/sm_90a; they run in
 // the GPU suite, tests/gpu/test_layer.cpp.)
 #include <gtest/gtest.h>
 
