@@ -226,52 +226,6 @@ __device__ __forceinline__ void store_unit(float (&acc)[BT / 2], int e, int nt, 
     }
 }
 
-#if W4 || W8
-// One 64-column sub-block's A operands of a consumer thread, as loaded from the stage (rows ra
-// and ra + 8 of the tile: its A rows, ra % 8 == g, the swizzle phase). W4: its 16 codes of
-// sub-block j are the 16-group 4j + t of the stage: 16-byte chunk 2j + t/2 of the row, half
-// t % 2; scales k tile 2j + t/2, group t % 2 (converted here: bf16x2 of rows ra, ra + 8). W8:
-// its 16 codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
-struct SubBlock {
-#if W4
-  uint2 wa, wb;
-  u32 sab;
-#else
-  uint4 wa, wb;
-  float sa, sb;
-#endif
-};
-
-__device__ __forceinline__ SubBlock load_sub_block(const Smem& sm, u32 s, int j, int ra, int g, int t) {
-  SubBlock b;
-#if W4
-  const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
-  b.wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
-  b.wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
-  const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
-  b.sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
-#else
-  const int chunk = ((4 * j + t) ^ g) << 4;
-  const float* scale = reinterpret_cast<const float*>(sm.s[s]);
-  b.wa = *reinterpret_cast<const uint4*>(&sm.w[s][ra * 128 + chunk]);
-  b.wb = *reinterpret_cast<const uint4*>(&sm.w[s][(ra + 8) * 128 + chunk]);
-  b.sa = scale[ra];
-  b.sb = scale[ra + 8];
-#endif
-  return b;
-}
-
-// The sub-block's A fragments (a[kk] feeds k16 step kk; sm90/w4a16.cuh, sm90/w8a16.cuh).
-__device__ __forceinline__ void dequant_sub_block(const SubBlock& b, u32 (&a)[4][4]) {
-#if W4
-  w4::dequant_block(b.wa, b.wb, w4::dup_lo(b.sab), w4::dup_hi(b.sab), a);
-#else
-  w8::dequant_row<0>(b.wa, b.sa, a);
-  w8::dequant_row<1>(b.wb, b.sb, a);
-#endif
-}
-#endif
-
 // STREAM_K: CTA b's partial-sum slot s (decode_units::piece_slot), element i of the thread
 // (cw, tid) of its consumers: [b][s][i][256 threads], so each warp's stores are contiguous.
 __device__ __forceinline__ i64 slot_index(int b, int s, int i, int thread) {
@@ -361,20 +315,31 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
     float acc[BT / 2];
     u32 prev_s = 0;
 #if W4 || W8
+    // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
+    // W4: its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
+    // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2. W8: its 16
+    // codes of sub-block j are 16-byte chunk 4j + t of the row; one scale per row and stage.
     const int ra = cw * 64 + warp * 16 + g;
     u32 a[2][4][4];  // two A fragment sets, alternating by sub-block: one wgmma group in flight
-    // The operands of the next sub-block are loaded (and W4's scales converted) as soon as this
-    // one's group is issued, before waiting for the group before it: the shared loads and the
-    // scale conversion leave the chain wait -> dequantize -> issue (without this, ptxas kept
-    // every load after the wait, whose asm clobbers memory).
-    mbar_wait(smem_u32(&sm.full[it % STAGES]), (it / STAGES) & 1u);
-    SubBlock next = load_sub_block(sm, it % STAGES, 0, ra, g, t);
     for (int kb = p.k0; kb < p.k1; ++kb, ++it) {
-      const u32 s = it % STAGES;
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
 #pragma unroll
       for (int j = 0; j < SUB; ++j) {
         u32(&aj)[4][4] = a[j % 2];
-        dequant_sub_block(next, aj);
+#if W4
+        const int chunk = ((2 * j + (t >> 1)) ^ g) << 4, half = (t & 1) * 8;
+        const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
+        const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
+        const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
+        const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
+        w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
+#else
+        const int chunk = ((4 * j + t) ^ g) << 4;
+        const float* scale = reinterpret_cast<const float*>(sm.s[s]);  // one per row and stage
+        w8::dequant_row<0>(*reinterpret_cast<const uint4*>(&sm.w[s][ra * 128 + chunk]), scale[ra], aj);
+        w8::dequant_row<1>(*reinterpret_cast<const uint4*>(&sm.w[s][(ra + 8) * 128 + chunk]), scale[ra + 8], aj);
+#endif
         wgmma_fence();
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
@@ -383,13 +348,6 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
         for (int kk = 0; kk < BK / 16; ++kk)
           wgmma_m64nk16_bf16_rs<BT>(acc, aj[kk], x_desc + kk * 2, (kb > p.k0 || j > 0 || kk > 0) ? 1u : 0u);
         wgmma_commit();
-        if (j + 1 < SUB) {
-          next = load_sub_block(sm, s, j + 1, ra, g, t);
-        } else if (kb + 1 < p.k1) {  // the next stage's first sub-block, once it has landed
-          const u32 s1 = (it + 1) % STAGES;
-          mbar_wait(smem_u32(&sm.full[s1]), ((it + 1) / STAGES) & 1u);
-          next = load_sub_block(sm, s1, 0, ra, g, t);
-        }
         // The fragment set used one sub-block ago is rewritten next: wait until at most this
         // sub-block's group is pending.
         wgmma_wait<1>();
