@@ -39,7 +39,10 @@ def main():
     ap.add_argument("--kernel", type=int, default=0, help="which profiled kernel (0-based, file order)")
     ap.add_argument("--top", type=int, default=25, help="instructions to list")
     a = ap.parse_args()
-    name, header, rows = kernels(a.csv)[a.kernel]
+    found = kernels(a.csv)
+    if a.kernel >= len(found):
+        raise SystemExit(f"{a.csv}: {len(found)} kernel(s) profiled, no kernel {a.kernel}")
+    name, header, rows = found[a.kernel]
     col = {h: i for i, h in enumerate(header)}
     reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
     samples = lambda r: int(r[col["# Samples"]] or 0)

@@ -221,6 +221,23 @@ PY
     note "profile sections T=$T rc=$?"
     grep -E "^  [a-z_]+.*\(|Warp Cycles|Stall|Issue|Eligible|Active Warps" "$logs/profile-sections-T$T.txt" | tail -n 40
   fi
+  # On which instruction the warps wait: MOEFORGE_PROFILE_SOURCE=1 samples the same kernels
+  # (ncu --set full) and writes the per-instruction table (SASS, every stall reason) as
+  # $OUT/ncu-source-T<T>.csv.gz, summarized by tools/ncu_source_top.py.
+  if [ "${MOEFORGE_PROFILE_SOURCE:-0}" = 1 ]; then
+    T=${MOEFORGE_PROFILE_TOKENS:-128}; T=${T%% *}
+    rep=$logs/source-T$T
+    ncu -f -o "$rep" --set full --import-source no -c 2 -k regex:"${MOEFORGE_PROFILE_KERNEL:-moe_sm90_decode}" \
+        "$cli" run --model ${MOEFORGE_PROFILE_MODEL:-mistral-small-4} --tokens "$T" \
+        --backend ${MOEFORGE_PROFILE_BACKEND:-sm90} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
+        --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$rep.log" 2>&1 &&
+      ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.csv" 2>> "$rep.log"
+    note "profile source T=$T rc=$?"
+    if [ -s "$rep.csv" ]; then
+      gzip -c "$rep.csv" > "$out/ncu-source-T$T.csv.gz"
+      for k in 0 1; do python3 "$root/tools/ncu_source_top.py" "$rep.csv" --kernel $k --top 12; done 2>&1 | tee "$logs/source-top-T$T.txt"
+    fi
+  fi
 fi
 
 if has stress; then
