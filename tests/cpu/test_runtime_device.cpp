@@ -264,11 +264,13 @@ TEST_P(RuntimeCompileTarget, EveryKernel) {
       jobs.push_back({id, {k.source, k.entry, k.defines, k.options, target, launches_with_pdl(k, target, true)}, {}, {}});
   std::atomic<size_t> next{0};
   auto worker = [&] {
-    for (size_t i; (i = next++) < jobs.size();) try {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      try {
         jobs[i].result = compile(jobs[i].req);
       } catch (const std::exception& e) {
         jobs[i].error = e.what();
       }
+    }
   };
   std::vector<std::thread> pool(std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16)));
   for (auto& t : pool) t = std::thread(worker);
