@@ -18,7 +18,7 @@ import csv
 
 def kernels(path):
     """[(name, header, rows)] in file order: the csv repeats a header block per kernel."""
-    out, header = [], None
+    out = []
     with open(path, newline="") as f:
         for row in csv.reader(f):
             if not row:
@@ -26,9 +26,8 @@ def kernels(path):
             if row[0] == "Kernel Name":
                 out.append([row[1], None, []])
             elif row[0] == "Address":
-                header = row
+                out[-1][1] = row
             elif out:
-                out[-1][1] = header
                 out[-1][2].append(row)
     return out
 

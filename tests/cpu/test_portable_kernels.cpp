@@ -14,14 +14,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "backends/backend.hpp"
 #include "backends/portable/portable.hpp"
@@ -32,6 +30,7 @@
 #include "runtime/compiler.hpp"
 #include "runtime/device.hpp"
 #include "support/specs.hpp"
+#include "test_runtime_support.hpp"
 
 namespace moeforge {
 namespace {
@@ -213,32 +212,25 @@ TEST(PortableKernels, CompileForEveryTarget) {
   }
   std::vector<const Job*> list;
   for (const auto& [k, j] : jobs) list.push_back(&j);
-  std::atomic<size_t> next{0};
   std::mutex mu;
   std::vector<std::string> failures;
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < list.size();) {
-      const Job& j = *list[i];
-      try {
-        const rt::CompileResult r = rt::compile(j.req);
-        // The cubin's ELF must name the requested target.
-        if (r.cubin.size() < 64 || std::memcmp(r.cubin.data(), "\x7f" "ELF", 4) != 0)
-          throw std::runtime_error("not an ELF cubin");
-        uint32_t flags = 0;
-        std::memcpy(&flags, r.cubin.data() + 48, 4);  // e_flags of an ELF64 header
-        const int sm = int((flags >> 8) & 0xFF);
-        if (sm != rt::target_sm_number(j.req.target))
-          throw std::runtime_error("cubin SM " + std::to_string(sm) + " != " + j.req.target);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lk(mu);
-        failures.push_back(j.req.target + " " + j.label + ": " + std::string(e.what()).substr(0, 2000));
-      }
+  moeforge::testing::parallel_for(list.size(), [&](size_t i) {
+    const Job& j = *list[i];
+    try {
+      const rt::CompileResult r = rt::compile(j.req);
+      // The cubin's ELF must name the requested target.
+      if (r.cubin.size() < 64 || std::memcmp(r.cubin.data(), "\x7f" "ELF", 4) != 0)
+        throw std::runtime_error("not an ELF cubin");
+      uint32_t flags = 0;
+      std::memcpy(&flags, r.cubin.data() + 48, 4);  // e_flags of an ELF64 header
+      const int sm = int((flags >> 8) & 0xFF);
+      if (sm != rt::target_sm_number(j.req.target))
+        throw std::runtime_error("cubin SM " + std::to_string(sm) + " != " + j.req.target);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lk(mu);
+      failures.push_back(j.req.target + " " + j.label + ": " + std::string(e.what()).substr(0, 2000));
     }
-  };
-  std::vector<std::thread> pool;
-  const int threads = std::max(2u, std::thread::hardware_concurrency());
-  for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  });
   RecordProperty("compiled", int(list.size()));
   for (const auto& f : failures) ADD_FAILURE() << f;
 }

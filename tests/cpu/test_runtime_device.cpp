@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <set>
 #include <thread>
@@ -18,6 +17,7 @@
 #include "runtime/elf.hpp"
 #include "runtime/jit.hpp"
 #include "runtime/settings.hpp"
+#include "test_runtime_support.hpp"
 
 using namespace moeforge;
 using namespace moeforge::rt;
@@ -262,19 +262,13 @@ TEST_P(RuntimeCompileTarget, EveryKernel) {
   for (const auto& [id, k] : every_declared_kernel())
     if (built_for(k, target))
       jobs.push_back({id, {k.source, k.entry, k.defines, k.options, target, launches_with_pdl(k, target, true)}, {}, {}});
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      try {
-        jobs[i].result = compile(jobs[i].req);
-      } catch (const std::exception& e) {
-        jobs[i].error = e.what();
-      }
+  moeforge::testing::parallel_for(jobs.size(), [&](size_t i) {
+    try {
+      jobs[i].result = compile(jobs[i].req);
+    } catch (const std::exception& e) {
+      jobs[i].error = e.what();
     }
-  };
-  std::vector<std::thread> pool(std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16)));
-  for (auto& t : pool) t = std::thread(worker);
-  for (auto& t : pool) t.join();
+  });
   for (const Job& j : jobs) {
     ASSERT_EQ(j.error, "") << j.id << " for " << target;
     CubinInfo info = parse_cubin(j.result.cubin, j.id);

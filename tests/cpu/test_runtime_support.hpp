@@ -4,9 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace moeforge::testing {
 
@@ -33,6 +37,20 @@ inline std::string run_capture(const std::string& cmd, int* status) {
   int st = ::pclose(p);
   *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
+}
+
+// f(i) for every i in [0, n), on every core: the tests that NVRTC-compile hundreds of kernels
+// would otherwise outlast CTest's limit on a slow machine. f must not use gtest assertions
+// (they are not thread-safe): record results, check them after.
+template <class F>
+void parallel_for(size_t n, F&& f) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool(std::max(2u, std::thread::hardware_concurrency()));
+  for (auto& t : pool)
+    t = std::thread([&] {
+      for (size_t i = next++; i < n; i = next++) f(i);
+    });
+  for (auto& t : pool) t.join();
 }
 
 }  // namespace moeforge::testing
