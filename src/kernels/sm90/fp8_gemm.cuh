@@ -70,15 +70,15 @@ constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
 static_assert(kSmemBytes == SM90_FP8_SMEM_BYTES, "the host's fp8 GEMM smem size must match");
 
-// One k-block: 4 x m64n128k32 into p (fresh: the first ignores p's old value).
-__device__ __forceinline__ void issue_block(float (&p)[64], u32 a_addr, u32 b_addr) {
+// One k-block: 4 x m64n128k32 into p (fresh: the first ignores p's old value), from the
+// stage's A and B tiles (descriptors of their first k32 step).
+__device__ __forceinline__ void issue_block(float (&p)[64], u64 a_desc, u64 b_desc) {
   wgmma_fence();
 #pragma unroll
   for (int i = 0; i < 64; ++i) reg_fence(p[i]);
 #pragma unroll
   for (int kk = 0; kk < BK / 32; ++kk)
-    wgmma_m64n128k32_e4m3_ss(p, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
-                             kk > 0 ? 1u : 0u);
+    wgmma_m64n128k32_e4m3_ss(p, wgmma_desc_add(a_desc, kk * 32), wgmma_desc_add(b_desc, kk * 32), kk > 0 ? 1u : 0u);
   wgmma_commit();
 }
 
@@ -170,6 +170,8 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
 #if GEMM_STAGE == 2
   epi.row_scale = row_scale;
 #endif
+  // Stage 0's operand descriptors (this consumer's 64 rows of A), advanced per stage.
+  const u64 a_desc0 = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK), b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
   float fin[64], p[64];
   u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
   u32 it = 0;
@@ -188,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
       mbar_wait(smem_u32(&sm.full[s]), ph);
-      issue_block(p, smem_u32(sm.a[s]) + c * 64 * 128, smem_u32(sm.b[s]));
+      issue_block(p, wgmma_desc_add(a_desc0, s * BM * BK), wgmma_desc_add(b_desc0, s * BN * BK));
       const BlockScales scales(sm, s, kb, r_tile);  // while the group runs
       wgmma_wait<0>();
       if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));  // operands and scales consumed

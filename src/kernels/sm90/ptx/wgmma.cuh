@@ -59,6 +59,16 @@ __device__ __forceinline__ u64 wgmma_desc_k128b(u32 smem_addr) {
   return d;
 }
 
+// The descriptor of the operand `bytes` further on in shared memory: the start address is
+// the low field (address / 16), and no shared address reaches 256 KB, so the sum never
+// carries into the other fields. One add instead of wgmma_desc_k128b's mask, shift and or
+// per k step (the W8A8 k-loop spent ~50 of its ~150 instructions a k-block building them).
+__device__ __forceinline__ u64 wgmma_desc_add(u64 desc, u32 bytes) {
+  // 32-bit add on the low word: a 64-bit add would carry into the high word, whose constant
+  // fields (SBO, swizzle) the compiler could then no longer keep out of the loop.
+  return (desc & 0xFFFFFFFF00000000ull) | u32(u32(desc) + (bytes >> 4));
+}
+
 // Inline asm must list every accumulator register: the 64 operands d[0..63] (and d[64..127])
 // and their "%0 .. %63" (and "%64 .. %127") placeholders, written once for the m64n128 and
 // m64n256 wrappers below.
