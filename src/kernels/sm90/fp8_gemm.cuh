@@ -86,12 +86,14 @@ __device__ __forceinline__ void issue_block(float (&p)[64], u64 a_desc, u64 b_de
 // chunks, whose scales are those of tile rows 0 and 8; GEMM 2's tile is one block.
 constexpr int kOddChunkRow = GEMM_STAGE == 1 ? 8 : 0;
 
-// This thread's combined scales for a k-block: [row r0, r0 + 8][even, odd chunk].
+// This thread's combined scales for k-block kb in stage s_: [row r0, r0 + 8][even, odd chunk].
+// as_row = &sm.as[0][4 r0] (4 floats a row), bs = sm.bs[0]: set up once, offset per stage.
 struct BlockScales {
   float s[2][2];
-  __device__ __forceinline__ BlockScales(const Smem& sm, u32 s_, int kb, int r0) {
-    const float sa0 = sm.as[s_][4 * r0 + (kb & 3)], sa1 = sm.as[s_][4 * (r0 + 8) + (kb & 3)];
-    const float sb0 = sm.bs[s_][0], sb1 = sm.bs[s_][kOddChunkRow];
+  __device__ __forceinline__ BlockScales(const float* as_row, const float* bs, u32 s_, int kb) {
+    const float* a = as_row + s_ * (BM * 4) + (kb & 3);
+    const float* b = bs + s_ * BN;
+    const float sa0 = a[0], sa1 = a[4 * 8], sb0 = b[0], sb1 = b[kOddChunkRow];
     s[0][0] = sa0 * sb0, s[0][1] = sa0 * sb1, s[1][0] = sa1 * sb0, s[1][1] = sa1 * sb1;
   }
 };
@@ -170,8 +172,11 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
 #if GEMM_STAGE == 2
   epi.row_scale = row_scale;
 #endif
-  // Stage 0's operand descriptors (this consumer's 64 rows of A), advanced per stage.
+  // Stage 0's operand descriptors (this consumer's 64 rows of A), barriers and A scales of
+  // this thread's rows, advanced per stage: no address is rebuilt in the k-loop.
   const u64 a_desc0 = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK), b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
+  const u32 full0 = smem_u32(&sm.full[0]), empty0 = smem_u32(&sm.empty[0]);
+  const float* as_row = &sm.as[0][4 * r_tile];
   float fin[64], p[64];
   u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
   u32 it = 0;
@@ -187,14 +192,16 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) fin[i] = 0.f;
+    // The ring position, advanced by a compare instead of a division by STAGES per k-block.
+    u32 s = it % STAGES, ph = (it / STAGES) & 1u;
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-      mbar_wait(smem_u32(&sm.full[s]), ph);
+      mbar_wait(full0 + 8 * s, ph);
       issue_block(p, wgmma_desc_add(a_desc0, s * BM * BK), wgmma_desc_add(b_desc0, s * BN * BK));
-      const BlockScales scales(sm, s, kb, r_tile);  // while the group runs
+      const BlockScales scales(as_row, sm.bs[0], s, kb);  // while the group runs
       wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));  // operands and scales consumed
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);  // operands and scales consumed
       promote(fin, p, scales);
+      if (++s == STAGES) s = 0, ph ^= 1u;
     }
 
     // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
