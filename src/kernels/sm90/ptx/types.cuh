@@ -13,6 +13,16 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
   return r;
 }
 
+// ld.shared.f32 d, [a];   (PTX 1.0, all SMs)
+// A shared-memory load the compiler keeps in program order with the other volatile asm (the
+// wgmma fences and groups): for a value wanted early, whose latency should pass while a
+// group is issued.
+__device__ __forceinline__ float ld_shared_f32(u32 smem_addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(smem_addr) : "memory");
+  return v;
+}
+
 // mov.u64 %r, %globaltimer;   (PTX 3.1, sm_30+)
 // Nanoseconds (coarse ticks on some parts). Used only by the watchdog in the wait loops.
 __device__ __forceinline__ u64 globaltimer_ns() {
