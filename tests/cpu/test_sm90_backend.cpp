@@ -139,9 +139,9 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
     decode_occupancy_is_pinned(c, et);
     decode_occupancy_is_pinned(c, portable::kMaxExperts + 8);
   }
-  // W8A8: the QGMMA GEMM pair, the quantizing gather, the h quantizer and the two FP8 round
-  // trips (sm_89+ instructions); below the crossover the W8A16 decode GEMMs (8, and 2 stream-K
-  // with 2 fixups) after the permuted gather (portable-compatible, no target).
+  // W8A8: the QGMMA GEMM pair, the quantizing gather and the h quantizer; below the crossover
+  // the QGMMA decode GEMMs (W8 and A8: 8, and 2 stream-K with 2 fixups) on the same quantized
+  // rows: no permuted gather.
   MoeSpec a8 = s;
   a8.weight_format = WeightFormat::FP8_Block128;
   a8.activation_format = ActivationFormat::FP8_Group128;
@@ -152,12 +152,14 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
     a8_quant += k.entry == "moe_sm90_quantize_rows";
     if (k.entry == "moe_sm90_decode") {
       ++a8_decode;
-      EXPECT_NE(std::find(k.defines.begin(), k.defines.end(), std::pair<std::string, std::string>{"W8", "1"}),
-                k.defines.end());
+      for (const char* d : {"W8", "A8"})
+        EXPECT_NE(std::find(k.defines.begin(), k.defines.end(), std::pair<std::string, std::string>{d, "1"}),
+                  k.defines.end())
+            << d;
     }
   }
-  EXPECT_EQ(a8_sm90, 2 + 1 + 3 + 8 + 4);
-  EXPECT_EQ(a8_quant, 3);
+  EXPECT_EQ(a8_sm90, 2 + 1 + 1 + 8 + 4);
+  EXPECT_EQ(a8_quant, 1);
   EXPECT_EQ(a8_decode, 8 + 2);
 }
 

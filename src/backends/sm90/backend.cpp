@@ -34,11 +34,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     gather_ = &rt::load_kernel(device, gather_kernel(spec, w8a8 ? GatherOrder::QuantFp8 : GatherOrder::Natural));
     gather_permuted_ =
         permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, GatherOrder::PermutedK)) : gather_;
-    if (w8a8) {
-      quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, false));
-      round_trip_x_ = &rt::load_kernel(device, quantize_kernel(spec.hidden, true));
-      round_trip_h_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, true));
-    }
+    if (w8a8) quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, false));
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     for (size_t i = 0; i < std::size(kDecodeTiles); ++i)
@@ -116,8 +112,23 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     int ti = 0;
     while (kDecodeTiles[ti] != bt) ++ti;
-    const CUtensorMap xg = encode_bf16_2d(c.xg, H, rows, H * 2, uint32_t(bt), "gathered x");
-    const CUtensorMap h = encode_bf16_2d(c.h, I, rows, I * 2, uint32_t(bt), "h");
+    // Token operands: bf16 rows, or (W8A8) the quantized rows' codes (box {128 B, bt rows},
+    // swizzled) and scales (box {4 floats, bt rows}, from float k_scale0 = K / 4 of each row).
+    const bool a8 = codes_ == Codes::W8A8;
+    struct TokenMaps {
+      CUtensorMap x, xs;
+      int k_scale0;
+    };
+    auto token_maps = [&](CUdeviceptr p, uint64_t k, const char* what, const char* what_scales) {
+      if (!a8) {
+        const CUtensorMap x = encode_bf16_2d(p, k, rows, k * 2, uint32_t(bt), what);
+        return TokenMaps{x, x, 0};
+      }
+      return TokenMaps{encode_u8(p, {2 * k, rows}, {128, uint32_t(bt)}, true, what),
+                       encode_f32(p, {k / 2, rows}, {4, uint32_t(bt)}, what_scales), int(k / 4)};
+    };
+    const TokenMaps xg = token_maps(c.xg, H, "gathered x", "gathered x scales");
+    const TokenMaps h = token_maps(c.h, I, "h", "h scales");
     // Persistent grid: as many CTAs as fit the SMs at once (two or one each), fewer when there
     // are fewer (expert with rows, weight tile) items; at most T * k + S experts have rows.
     const int64_t et = spec_.num_experts + spec_.num_shared_experts;
@@ -126,15 +137,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
     auto grid = [&](int64_t n) {
       return rt::Dim3{unsigned(std::min<int64_t>(slots, experts * ceil_div(n, kDecodeRows)))};
     };
-    const Codes dc = decode_codes(codes_);
-    const unsigned smem = unsigned(decode_launch_smem_bytes(bt, dc, int(et)));
-    const int64_t ks = decode_stage_k(dc);
-    // W8A8: x and h rounded through their FP8 groups in place, each before its GEMM.
-    auto round_trip = [&](const rt::LoadedKernel* k, CUdeviceptr buf, const char* stage) {
-      if (k)
-        rt::launch_with(*k, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream, stage,
-                        buf, c.counts, c.seg_off, c.num_tiles, c.tile_expert);
-    };
+    const unsigned smem = unsigned(decode_launch_smem_bytes(bt, codes_, int(et)));
+    const int64_t ks = decode_stage_k(codes_);
     // Stream-K (decode_gemm.cuh) when the call fits one 16-token tile and whole units would leave
     // the SMs unevenly filled (stream_k_pays): every slot takes an equal range of the (unit,
     // k-block) tasks, then the fixup stores the units it split. Its slots and split entries follow
@@ -148,19 +152,20 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const CUdeviceptr partial = c.scratch + 256;
     const CUdeviceptr split = partial + CUdeviceptr(stream_k_partial_bytes(sm_count_));
     const rt::Dim3 sk_grid{unsigned(slots)};
-    auto gemm = [&](int g, const CUtensorMap& w, const CUtensorMap& s, const CUtensorMap& x, CUdeviceptr gscale,
+    auto gemm = [&](int g, const CUtensorMap& w, const CUtensorMap& s, const TokenMaps& x, CUdeviceptr gscale,
                     CUdeviceptr row_scale, CUdeviceptr out, int n, int k_blocks, const char* stage) {
       const bool stream_k = use_stream_k(n, k_blocks);
       const rt::LoadedKernel& k = stream_k ? *stream_k_[g] : *decode_[ti][g];
-      rt::launch_with(k, stream_k ? sk_grid : grid(n), {unsigned(kThreads)}, smem, c.stream, stage, w, s, x, gscale,
-                      c.counts, c.seg_off, row_scale, out, n, k_blocks, partial, split);
+      rt::launch_with(k, stream_k ? sk_grid : grid(n), {unsigned(kThreads)}, smem, c.stream, stage, w, s, x.x, x.xs,
+                      gscale, c.counts, c.seg_off, row_scale, out, n, k_blocks, x.k_scale0, partial, split);
       if (stream_k)
         rt::launch_with(*fixup_[g], sk_grid, {256}, 0, c.stream, stage, partial, split, gscale, c.counts, c.seg_off,
                         row_scale, out);
     };
-    round_trip(round_trip_x_, c.xg, "permute");
     gemm(0, w13_rows_map_, w13_scales_map_, xg, g13_, CUdeviceptr(0), c.h, int(2 * I), k1, "gemm1");
-    round_trip(round_trip_h_, c.h, "gemm2");
+    if (a8)  // h quantized in place for GEMM 2, as between the wide QGMMA GEMMs
+      rt::launch_with(*quantize_, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream,
+                      "gemm2", c.h, c.counts, c.seg_off, c.num_tiles, c.tile_expert);
     gemm(1, w2_rows_map_, w2_scales_map_, h, g2_, c.scale, c.y, int(H), k2, "gemm2");
   }
 
@@ -231,8 +236,6 @@ class Sm90Gemms final : public portable::GemmPlugin {
   int sm_count_ = 0;
   const rt::LoadedKernel *gather_ = nullptr, *gather_permuted_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
   const rt::LoadedKernel* quantize_ = nullptr;  // W8A8: h in place between the QGMMA GEMMs
-  // W8A8 below the crossover: x and h rounded through FP8 for the W8A16 decode GEMMs.
-  const rt::LoadedKernel *round_trip_x_ = nullptr, *round_trip_h_ = nullptr;
   const rt::LoadedKernel* decode_[std::size(kDecodeTiles)][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   const rt::LoadedKernel* stream_k_[2] = {};  // the 16-token tile's stream-K decode GEMMs
   const rt::LoadedKernel* fixup_[2] = {};     // and their fixups

@@ -109,7 +109,7 @@ rt::KernelSpec quantize_kernel(int64_t k_cols, bool round_trip) {
 }
 
 rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt, bool stream_k) {
-  const Codes c = decode_codes(codes(spec));
+  const Codes c = codes(spec);
   const int smem = decode_smem_bytes(bt, c, spec.num_experts + spec.num_shared_experts);
   rt::KernelSpec k;
   k.source = "sm90/decode_gemm.cuh";
@@ -118,7 +118,8 @@ rt::KernelSpec decode_kernel(const MoeSpec& spec, int stage, int bt, bool stream
                {"BT", std::to_string(bt)},
                {"GEMM_N_OUT", std::to_string(stage == 1 ? spec.intermediate : spec.hidden)},
                {"W4", c == Codes::W4 ? "1" : "0"},
-               {"W8", c == Codes::W8 ? "1" : "0"},
+               {"W8", c == Codes::W8 || c == Codes::W8A8 ? "1" : "0"},
+               {"A8", c == Codes::W8A8 ? "1" : "0"},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"SM90_DECODE_SMEM_BYTES", std::to_string(smem)},
                {"STREAM_K", stream_k ? "1" : "0"}};
@@ -147,8 +148,6 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   if (c == Codes::W8A8) {
     out.push_back(gather_kernel(spec, GatherOrder::QuantFp8));
     out.push_back(quantize_kernel(spec.intermediate, false));
-    out.push_back(quantize_kernel(spec.hidden, true));
-    out.push_back(quantize_kernel(spec.intermediate, true));
   } else {
     out.push_back(gather_kernel(spec));
   }

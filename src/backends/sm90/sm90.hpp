@@ -50,11 +50,6 @@ constexpr int kSmemBytesW8A8 = 210944;
 constexpr int wide_smem_bytes(Codes c) {
   return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : c == Codes::W8A8 ? kSmemBytesW8A8 : kSmemBytes;
 }
-// The decode GEMMs' weights. W8A8 below its crossover runs the W8A16 decode GEMMs on x and h
-// rounded through their FP8 1 x 128 groups and back to bf16 (the activations the W8A8 layer
-// defines, up to one bf16 rounding of code x scale): decode is bound by the weights' bytes,
-// not by the math, and has no QGMMA decode GEMMs of its own.
-constexpr Codes decode_codes(Codes c) { return c == Codes::W8A8 ? Codes::W8 : c; }
 constexpr int kBNW8A8 = 128;  // the W8A8 GEMMs' tile is 128 x 128
 constexpr int kGatherThreads = 256;
 // The gather and the h quantizer split each 128-row tile over this many blocks (grid.y): 8
@@ -71,19 +66,22 @@ constexpr int decode_stage_k(Codes c) {
   return c == Codes::W4 ? 4 * kBK : (c == Codes::W8 || c == Codes::W8A8) ? 2 * kBK : kBK;
 }
 constexpr int decode_stages(int bt, Codes c) {
-  return c == Codes::W4   ? (bt == 16 ? 4 : bt == 32 ? 3 : 2)
-         : c == Codes::W8 ? (bt == 64 ? 3 : 4)
-                          : (bt == 128 ? 6 : 4);
+  return c == Codes::W4     ? (bt == 16 ? 4 : bt == 32 ? 3 : 2)
+         : c == Codes::W8   ? (bt == 64 ? 3 : 4)
+         : c == Codes::W8A8 ? (bt == 64 ? 4 : bt == 128 ? 6 : 5)
+                            : (bt == 128 ? 6 : 4);
 }
 // experts: E + S (the kernel lists the experts with rows and their running work-unit counts in
 // shared memory: 2 + 4 bytes each).
 constexpr int decode_smem_bytes(int bt, Codes c, int experts) {
   const int k = decode_stage_k(c);
-  const int weights = c == Codes::W4   ? kDecodeRows * k / 2 + (k / 32) * kDecodeRows * 2
-                      : c == Codes::W8 ? kDecodeRows * k + kDecodeRows * 4
-                                       : kDecodeRows * k * 2;
+  const int weights = c == Codes::W4                       ? kDecodeRows * k / 2 + (k / 32) * kDecodeRows * 2
+                      : (c == Codes::W8 || c == Codes::W8A8) ? kDecodeRows * k + kDecodeRows * 4
+                                                             : kDecodeRows * k * 2;
+  // Token tile: bf16, or (W8A8) e4m3 codes and a 16-byte scale group per token.
+  const int tokens = c == Codes::W8A8 ? bt * k + bt * 16 : bt * k * 2;
   const int stages = decode_stages(bt, c);
-  return (stages * (weights + bt * k * 2) + 16 * stages + 4 + 6 * experts + 1023) / 1024 * 1024 + 1024;
+  return (stages * (weights + tokens) + 16 * stages + 4 + 6 * experts + 1023) / 1024 * 1024 + 1024;
 }
 // Shared memory of one sm_90a SM (H100, H200, GH200: 228 KiB; why_not checks the device's) and
 // the driver's reservation per resident block.
@@ -108,9 +106,9 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 // the W4A16 / W8A16 decode GEMMs' K order (sm90/w4_format.cuh), or quantized to FP8 (W8A8).
 enum class GatherOrder { Natural, PermutedK, QuantFp8 };
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
-// W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (the
-// QGMMA GEMMs' h), or rounded through FP8 and back to bf16 (round_trip: x and h of the
-// decode GEMMs, see decode_codes).
+// W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (h between
+// the QGMMA GEMMs, wide and decode), or rounded through FP8 and back to bf16 (round_trip: no
+// longer run by the backend since the QGMMA decode GEMMs; kept for its test).
 rt::KernelSpec quantize_kernel(int64_t k, bool round_trip);
 // stream_k: the decode GEMM that cuts its (unit, k-block) tasks into equal ranges per CTA
 // (decode_gemm.cuh), for calls of at most kStreamKTokens tokens; decode_fixup_kernel adds up
@@ -141,7 +139,7 @@ constexpr bool stream_k_pays(int64_t units, int sm_count) {
 // NVFP4 and FP8 weights: the decode GEMMs dequantize them in registers (W4A16 / W8A16), the wide
 // ones into their shared-memory B tiles; the planner switches at each format's crossover.
 // The decode GEMMs' K order: permuted in 64-column blocks for dequantized weights (w4_format.cuh).
-inline bool permuted_k(Codes c) { return c != Codes::BF16; }
+inline bool permuted_k(Codes c) { return c == Codes::W4 || c == Codes::W8; }
 inline constexpr int kDecodeTiles[] = {16, 32, 64, 128};
 // The kernels this backend adds to the portable pipeline's: gather, the bf16-y combine, the
 // wide and the decode GEMMs; and all of them, the portable ones included.

@@ -55,6 +55,15 @@
 // 16 codes of rows r and r + 8 (two 128-bit shared loads) and dequantizes them with the
 // row's scale into the same register A fragments (sm90/w8a16.cuh, the W4 K order).
 //
+// FP8 weights with FP8 activations (W8 = 1, A8 = 1; W8A8): no dequantization. The token tile is
+// e4m3 too (the quantized gather's rows: K codes, then the row's K / 128 f32 group scales in
+// the same 2K bytes, sm90/quantize.cuh), so both operands go to QGMMA from swizzled shared
+// memory: per stage (one 128-column scale block) 4 x m64nBTk32 into a fresh partial, then
+// promoted as in fp8_gemm.cuh: acc += partial * weight-row scale * token scale (both per block).
+// The token codes come as one box of BT rows x 128 B, their scales as a box of BT rows x 4
+// floats (the 16-byte group holding the block's: float kb % 4). GEMM 1 stores h in natural K
+// order (quantized in place before GEMM 2, as for the wide QGMMA GEMMs).
+//
 // Stream-K (STREAM_K = 1, for calls of at most BT tokens: every expert one chunk, the units few):
 // instead of whole units strided over the grid, each CTA takes an equal contiguous range of
 // the (unit, k-block) tasks (decode_units.cuh, for_each_piece). At T = 1 on Mistral-Small-4
@@ -67,7 +76,8 @@
 // another (concurrent streams cannot deadlock it).
 //
 // Defines: GEMM_STAGE, BT (16, 32, 64, 128), GEMM_N_OUT (I for GEMM 1, H for GEMM 2), E_TOTAL,
-// W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), ACT,
+// W4 (1: NVFP4), W8 (1: FP8 e4m3 with 128-column f32 scales; both 0: bf16 weights), A8 (1 with
+// W8: FP8 activations, QGMMA), ACT,
 // ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_DECODE_SMEM_BYTES (the host's launch size, checked),
 // STREAM_K (0 or 1).
 #pragma once
@@ -85,11 +95,14 @@
 #endif
 #if W4
 #include "sm90/w4a16.cuh"
-#elif W8
+#elif W8 && !A8
 #include "sm90/w8a16.cuh"
 #endif
 #if W4 && W8
 #error "sm90/decode_gemm.cuh: W4 and W8 exclude each other"
+#endif
+#if A8 && !W8
+#error "sm90/decode_gemm.cuh: A8 (FP8 activations) needs W8 (FP8 weights)"
 #endif
 
 namespace sm90dec {
@@ -105,7 +118,11 @@ constexpr u32 kWBytes = WM * BK * SUB / 2;              // codes: 128 rows x 128
 constexpr u32 kSBytes = SUB * 2 * WM * 2;               // scales [8 k tiles][WM rows][2 groups]
 #elif W8
 constexpr int SUB = 2;                         // a stage is one 128-column scale block
+#if A8
+constexpr int STAGES = BT == 64 ? 4 : BT == 128 ? 6 : 5;  // e4m3 token tiles: half the bytes
+#else
 constexpr int STAGES = BT == 64 ? 3 : 4;       // BT = 128: 48.5 KB stages, one CTA
+#endif
 constexpr u32 kWBytes = WM * BK * SUB;         // codes: 128 rows x 128 B
 constexpr u32 kSBytes = WM * 4;                // the rows' f32 scales of this block
 #else
@@ -122,14 +139,26 @@ constexpr int KS = BK * SUB;  // K per stage
 // per SM (BT = 128) launches with 168 and splits 40 / 232 (64512 of 65536).
 constexpr int kProducerRegs = 40, kConsumerRegs = kCtasPerSm == 1 ? 232 : 96;
 #endif
-constexpr u32 kStageBytes = kWBytes + kSBytes + BT * KS * 2;
+#if A8
+constexpr u32 kXBytes = BT * KS + BT * 16;  // e4m3 codes, and a 16-byte scale group per token
+#else
+constexpr u32 kXBytes = BT * KS * 2;  // bf16
+#endif
+constexpr u32 kStageBytes = kWBytes + kSBytes + kXBytes;
 static_assert(BT == 16 || BT == 32 || BT == 64 || BT == 128, "token tile");
 
 struct Smem {
+#if A8
+  alignas(1024) unsigned char x8[STAGES][BT * KS];  // one box of BT x 128 B (e4m3)
+#else
   alignas(1024) u16 x[STAGES][SUB][BT * BK];       // SUB boxes of BT x 128 B (multiples of the 1024-B atom)
+#endif
   alignas(1024) unsigned char w[STAGES][kWBytes];  // 128B-swizzled rows (bf16: 64 values, W4: 256, W8: 128 codes)
 #if W4 || W8
   alignas(128) unsigned char s[STAGES][kSBytes];
+#endif
+#if A8
+  alignas(16) float xs[STAGES][BT * 4];  // token n's scale group at [4 n] (after the 1024-aligned tiles: no padding)
 #endif
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
@@ -211,7 +240,7 @@ __device__ __forceinline__ void store_unit(float (&acc)[BT / 2], int e, int nt, 
       const i64 row = seg + tok;
 #if GEMM_STAGE == 1
       const int f = r0 / 16 * 8 + g;  // feature of the (gate r0, up r0 + 8) pair
-#if W4 || W8
+#if (W4 || W8) && !A8
       const int col = f / w4::kBlock * w4::kBlock + w4::logical_k(f % w4::kBlock);  // GEMM 2's K order
 #else
       const int col = f;
@@ -235,14 +264,16 @@ __device__ __forceinline__ i64 slot_index(int b, int s, int i, int thread) {
 }  // namespace sm90dec
 
 // W4: tm_s = the scales' 3-D map, gscale = [E_TOTAL] global scales. W8: tm_s = the scales'
-// 3-D map (gscale unused). bf16: both unused (any map, null). STREAM_K: partial = the slots,
+// 3-D map (gscale unused). bf16: both unused (any map, null). A8: tm_x = the token codes
+// (bytes, box {128, BT}), tm_xs = their scales (f32, box {4, BT}), k_scale0 = the first scale's
+// float column (K / 4); otherwise tm_xs and k_scale0 are unused. STREAM_K: partial = the slots,
 // split = [gridDim.x] entries for the fixup (both unused, may be null, otherwise).
 extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPerSm)
     moe_sm90_decode(const __grid_constant__ TensorMap tm_w, const __grid_constant__ TensorMap tm_s,
-                    const __grid_constant__ TensorMap tm_x, const float* __restrict__ gscale,
-                    const int* __restrict__ counts, const i64* __restrict__ seg_off,
+                    const __grid_constant__ TensorMap tm_x, const __grid_constant__ TensorMap tm_xs,
+                    const float* __restrict__ gscale, const int* __restrict__ counts, const i64* __restrict__ seg_off,
                     const float* __restrict__ row_scale, u16* __restrict__ out, int n_per_expert, int k_blocks,
-                    float* __restrict__ partial, int4* __restrict__ split) {
+                    int k_scale0, float* __restrict__ partial, int4* __restrict__ split) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90/decode_gemm.cuh must be compiled for sm_90a"
 #endif
@@ -270,6 +301,9 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
 #if W4 || W8
       tma_prefetch_desc(&tm_s);
 #endif
+#if A8
+      tma_prefetch_desc(&tm_xs);
+#endif
       u32 it = 0;
       for_each_piece(n_units, k_blocks, [&](const decode_units::Piece& p) {
         const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, p.u);
@@ -289,9 +323,14 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
 #else
           tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
 #endif
+#if A8
+          tma_load_2d(smem_u32(sm.x8[s]), &tm_x, kb * KS, (int)(seg + (i64)c * BT), full);  // byte columns = K
+          tma_load_2d(smem_u32(sm.xs[s]), &tm_xs, k_scale0 + (kb & ~3), (int)(seg + (i64)c * BT), full);
+#else
 #pragma unroll
           for (int j = 0; j < SUB; ++j)
             tma_load_2d(smem_u32(sm.x[s][j]), &tm_x, kb * KS + j * BK, (int)(seg + (i64)c * BT), full);
+#endif
         }
       });
     }
@@ -306,15 +345,52 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
   const int g = lane >> 2, t = lane & 3;
   // Descriptors advance with the address (bits 0-13 hold address / 16, no carry below 256 KB):
   // computed once, offset per stage / sub-block / k16 step.
+#if A8
+  const u64 w_desc0 = wgmma_desc_k128b(smem_u32(sm.w[0]) + cw * 64 * 128), x_desc0 = wgmma_desc_k128b(smem_u32(sm.x8[0]));
+#else
   const u64 x_desc0 = wgmma_desc_k128b(smem_u32(sm.x[0][0]));
   constexpr u32 kXStage = SUB * BT * BK * 2, kXSub = BT * BK * 2;  // bytes
+#endif
   u32 it = 0;
   [[maybe_unused]] int4 owned = make_int4(-1, 0, 0, 0);  // STREAM_K: the split unit whose first piece is here
   for_each_piece(n_units, k_blocks, [&](const decode_units::Piece& p) {
     const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, p.u);
     float acc[BT / 2];
-    u32 prev_s = 0;
-#if W4 || W8
+    [[maybe_unused]] u32 prev_s = 0;  // (A8 releases each stage in its loop)
+#if A8
+    // Rows ra and ra + 8 of the tile: this thread's weight rows; tokens 8i + 2t (+1) of chunk i.
+    const int ra = cw * 64 + warp * 16 + g;
+    float part[BT / 2];
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) acc[i] = 0.f;
+    for (int kb = p.k0; kb < p.k1; ++kb, ++it) {
+      const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      mbar_wait(smem_u32(&sm.full[s]), ph);
+      const float* w_scale = reinterpret_cast<const float*>(sm.s[s]);  // one per row and stage
+      const float ws0 = w_scale[ra], ws1 = w_scale[ra + 8];
+      wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(part[i]);
+#pragma unroll
+      for (int kk = 0; kk < KS / 32; ++kk)
+        wgmma_m64nk32_e4m3_ss<BT>(part, wgmma_desc_add(w_desc0, s * kWBytes + kk * 32),
+                                  wgmma_desc_add(x_desc0, s * (BT * KS) + kk * 32), kk > 0 ? 1u : 0u);
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < BT / 2; ++i) reg_fence(part[i]);
+      const float* xs = &sm.xs[s][kb & 3];  // token n's scale of this block: xs[4 n]
+#pragma unroll
+      for (int i = 0; i < BT / 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const float sx = xs[4 * (8 * i + 2 * t + j)];
+          acc[4 * i + j] = fmaf(part[4 * i + j], ws0 * sx, acc[4 * i + j]);
+          acc[4 * i + 2 + j] = fmaf(part[4 * i + 2 + j], ws1 * sx, acc[4 * i + 2 + j]);
+        }
+      if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));  // codes and scales consumed
+    }
+#elif W4 || W8
     // Rows ra and ra + 8 of the tile: this thread's A rows (ra % 8 == g: the swizzle phase).
     // W4: its 16 codes of sub-block j are the 16-group 4j + t of the stage: 16-byte chunk
     // 2j + t/2 of the row, half t % 2; scales k tile 2j + t/2, group t % 2. W8: its 16
@@ -378,10 +454,12 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
       prev_s = s;
     }
 #endif
+#if !A8  // (A8: every stage released in the loop, its group waited for there)
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < BT / 2; ++i) reg_fence(acc[i]);
     if (lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));  // a piece has at least one k-block
+#endif
     if (p.k0 == 0 && p.k1 == k_blocks) {
       store_unit(acc, e, nt, c, cw, warp, lane, gscale, counts, seg_off, row_scale, out);
       return;

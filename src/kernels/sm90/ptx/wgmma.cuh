@@ -143,51 +143,71 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[64], u64 des
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-// wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {d0..d7}, desc_a, desc_b,
+// The decode GEMMs' token tiles (N = 16, 32, 64: 8, 16, 32 accumulator registers per thread),
+// A and B both from shared memory: one asm body per N, the instruction and its trailing
+// immediates as arguments (bf16: "p, 1, 1, 0, 0", scale-a, scale-b, no transposes; e4m3: "p,
+// 1, 1", FP8 takes no transpose immediates). %N+2 is scale_d, %N, %N+1 the descriptors.
+#define SM90_WGMMA_SS8(INSTR, IMM)                                                                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n" INSTR                                  \
+               " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, " IMM ";\n}\n"                             \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+                 "+f"(d[7])                                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+#define SM90_WGMMA_SS16(INSTR, IMM)                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n" INSTR                                  \
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, " \
+               IMM ";\n}\n"                                                                         \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),          \
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                                               \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+#define SM90_WGMMA_SS32(INSTR, IMM)                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" INSTR                                  \
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "             \
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "    \
+               "%32, %33, " IMM ";\n}\n"                                                            \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),          \
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),       \
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),       \
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),       \
+                 "+f"(d[31])                                                                         \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+
+// wgmma.mma_async.sync.aligned.m64n{16,32,64}k16.f32.bf16.bf16 {d..}, desc_a, desc_b,
 //     p(scale_d), 1, 1, 0, 0;   (PTX 8.0, sm_90a)
-// As above with N = 16 (8 accumulator registers per thread): the decode GEMMs' token tile.
 __device__ __forceinline__ void wgmma_m64n16k16_bf16_ss(float (&d)[8], u64 desc_a, u64 desc_b, u32 scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7"
-      "}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  SM90_WGMMA_SS8("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16", "p, 1, 1, 0, 0");
 }
-
-// wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {d0..d15}, desc_a, desc_b,
-//     p(scale_d), 1, 1, 0, 0;   (PTX 8.0, sm_90a)
-// As above with N = 32 (16 accumulator registers per thread): the decode GEMMs' token tile.
 __device__ __forceinline__ void wgmma_m64n32k16_bf16_ss(float (&d)[16], u64 desc_a, u64 desc_b, u32 scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  SM90_WGMMA_SS16("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16", "p, 1, 1, 0, 0");
+}
+__device__ __forceinline__ void wgmma_m64n64k16_bf16_ss(float (&d)[32], u64 desc_a, u64 desc_b, u32 scale_d) {
+  SM90_WGMMA_SS32("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", "p, 1, 1, 0, 0");
 }
 
-// wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {d0..d31}, desc_a, desc_b,
-//     p(scale_d), 1, 1, 0, 0;   (PTX 8.0, sm_90a)
-// As above with N = 64 (32 accumulator registers per thread): the decode GEMMs' token tile.
-__device__ __forceinline__ void wgmma_m64n64k16_bf16_ss(float (&d)[32], u64 desc_a, u64 desc_b, u32 scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+// wgmma.mma_async.sync.aligned.m64n{16,32,64}k32.f32.e4m3.e4m3 {d..}, desc_a, desc_b,
+//     p(scale_d), 1, 1;   (PTX 8.0, sm_90a; QGMMA): the W8A8 decode GEMMs (weights as A).
+__device__ __forceinline__ void wgmma_m64n16k32_e4m3_ss(float (&d)[8], u64 desc_a, u64 desc_b, u32 scale_d) {
+  SM90_WGMMA_SS8("wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3", "p, 1, 1");
+}
+__device__ __forceinline__ void wgmma_m64n32k32_e4m3_ss(float (&d)[16], u64 desc_a, u64 desc_b, u32 scale_d) {
+  SM90_WGMMA_SS16("wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3", "p, 1, 1");
+}
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&d)[32], u64 desc_a, u64 desc_b, u32 scale_d) {
+  SM90_WGMMA_SS32("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "p, 1, 1");
+}
+
+// The token-tile width as a template parameter (decode_gemm.cuh, W8A8).
+template <int N>
+__device__ __forceinline__ void wgmma_m64nk32_e4m3_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
+  if constexpr (N == 16) wgmma_m64n16k32_e4m3_ss(d, desc_a, desc_b, scale_d);
+  else if constexpr (N == 32) wgmma_m64n32k32_e4m3_ss(d, desc_a, desc_b, scale_d);
+  else if constexpr (N == 64) wgmma_m64n64k32_e4m3_ss(d, desc_a, desc_b, scale_d);
+  else {
+    static_assert(N == 128, "token tiles of 16, 32, 64 or 128");
+    wgmma_m64n128k32_e4m3_ss(d, desc_a, desc_b, scale_d);
+  }
 }
 
 // The token-tile width as a template parameter (decode_gemm.cuh).
