@@ -298,9 +298,9 @@ TEST(Sm90Layer, FullSizeMistralSmall4) {
   }
 }
 
-// FP8 weights with FP8 activations (W8A8: QGMMA wide GEMMs, x quantized by the gather and h in
-// place, 1 x 128 groups; below the crossover the W8A16 decode GEMMs on x and h rounded through
-// FP8) against the reference, which quantizes the same way.
+// FP8 weights with FP8 activations (W8A8: QGMMA GEMMs, wide or, below the crossover, decode; x
+// quantized by the gather and h in place, 1 x 128 groups) against the reference, which
+// quantizes the same way.
 TEST(Sm90Layer, Fp8ActivationsW8A8) {
   REQUIRE_GPU();
   if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";

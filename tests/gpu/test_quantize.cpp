@@ -3,8 +3,7 @@
 // rows, for an odd and an even number of 128-groups per row, rows past the expert's count left
 // untouched. Rows hold random values at random magnitudes, all-zero groups, groups with a NaN or
 // an Inf, and groups whose values sit exactly on e4m3 rounding ties (amax = 448 x 2^e makes the
-// scale 2^e exact, so x / scale lands on the midpoint). The round-trip mode (the W8A8 decode
-// path's x and h) must give bf16(e4m3 value x scale) for every element.
+// scale 2^e exact, so x / scale lands on the midpoint).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,9 +57,8 @@ std::vector<uint16_t> make_rows(int64_t n, int64_t k, uint64_t seed) {
 bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0; }
 
 // Runs the kernel over rows [0, count) of an n-row buffer (one expert) and returns the buffer.
-std::vector<uint16_t> run_quantizer(const std::vector<uint16_t>& rows, int64_t n, int64_t k, int count,
-                                    bool round_trip) {
-  const rt::LoadedKernel& kern = rt::load_kernel(0, sm90::quantize_kernel(k, round_trip));
+std::vector<uint16_t> run_quantizer(const std::vector<uint16_t>& rows, int64_t n, int64_t k, int count) {
+  const rt::LoadedKernel& kern = rt::load_kernel(0, sm90::quantize_kernel(k));
   const int tiles = int((n + 127) / 128);
   DeviceBuffer buf = DeviceBuffer::from_host(0, rows);
   DeviceBuffer counts = DeviceBuffer::from_host(0, std::vector<int32_t>{count});
@@ -80,17 +78,15 @@ TEST_P(Sm90Quantizer, BitExactToTheFormatsLibrary) {
   const int64_t k = GetParam(), n = 300, groups = k / 128;
   const int count = 277;  // rows 277 .. 299: past the expert's rows, must stay as they were
   const std::vector<uint16_t> rows = make_rows(n, k, testing::next_case_seed());
-  const std::vector<uint16_t> out = run_quantizer(rows, n, k, count, false);
-  const std::vector<uint16_t> trip = run_quantizer(rows, n, k, count, true);
+  const std::vector<uint16_t> out = run_quantizer(rows, n, k, count);
 
   std::vector<float> x(static_cast<size_t>(k)), scales(static_cast<size_t>(groups));
   std::vector<uint8_t> q(static_cast<size_t>(k));
-  int64_t code_err = 0, scale_err = 0, trip_err = 0;
+  int64_t code_err = 0, scale_err = 0;
   for (int64_t r = 0; r < n; ++r) {
     const uint16_t* in = &rows[size_t(r * k)];
     if (r >= count) {
       EXPECT_EQ(std::memcmp(&out[size_t(r * k)], in, size_t(k * 2)), 0) << "row " << r << " past the count changed";
-      EXPECT_EQ(std::memcmp(&trip[size_t(r * k)], in, size_t(k * 2)), 0) << "row " << r << " (round trip)";
       continue;
     }
     for (int64_t i = 0; i < k; ++i) x[size_t(i)] = formats::bf16_to_float(in[i]);
@@ -102,15 +98,9 @@ TEST_P(Sm90Quantizer, BitExactToTheFormatsLibrary) {
       std::memcpy(&s, bytes + k + 4 * g, 4);
       scale_err += !same_float(s, scales[size_t(g)]);
     }
-    for (int64_t i = 0; i < k; ++i) {
-      const float want = formats::bf16_to_float(
-          formats::float_to_bf16(formats::e4m3_to_float(q[size_t(i)]) * scales[size_t(i / 128)]));
-      trip_err += !same_float(formats::bf16_to_float(trip[size_t(r * k + i)]), want);
-    }
   }
   EXPECT_EQ(code_err, 0) << "codes differing from formats::quantize_fp8_group128";
   EXPECT_EQ(scale_err, 0) << "scales differing";
-  EXPECT_EQ(trip_err, 0) << "round-trip values differing from bf16(code x scale)";
 }
 
 // 3 groups (a half step at the end), 16 groups, 56 groups (DeepSeek-V3's H = 7168).

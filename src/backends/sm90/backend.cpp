@@ -34,7 +34,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     gather_ = &rt::load_kernel(device, gather_kernel(spec, w8a8 ? GatherOrder::QuantFp8 : GatherOrder::Natural));
     gather_permuted_ =
         permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, GatherOrder::PermutedK)) : gather_;
-    if (w8a8) quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, false));
+    if (w8a8) quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate));
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     for (size_t i = 0; i < std::size(kDecodeTiles); ++i)
@@ -291,7 +291,7 @@ class Sm90Backend final : public Backend {
     if (c == Codes::W8A8 && p.wide) return "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)";
     const char* w = c == Codes::W4     ? "nvfp4 W4A16, "
                     : c == Codes::W8   ? "fp8 W8A16, "
-                    : c == Codes::W8A8 ? "fp8 W8A8 as W8A16 on FP8-rounded activations, "
+                    : c == Codes::W8A8 ? "fp8 W8A8 QGMMA, "
                                        : "";
     return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w)
                   : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);

@@ -97,11 +97,11 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
   return k;
 }
 
-rt::KernelSpec quantize_kernel(int64_t k_cols, bool round_trip) {
+rt::KernelSpec quantize_kernel(int64_t k_cols) {
   rt::KernelSpec k;
   k.source = "sm90/quantize.cuh";
   k.entry = "moe_sm90_quantize_rows";
-  k.defines = {{"QUANT_K", std::to_string(k_cols)}, {"QUANT_ROUND_TRIP", round_trip ? "1" : "0"}};
+  k.defines = {{"QUANT_K", std::to_string(k_cols)}};
   k.threads = kGatherThreads;
   k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.targets = {kTarget};
@@ -147,7 +147,7 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   const Codes c = codes(spec);
   if (c == Codes::W8A8) {
     out.push_back(gather_kernel(spec, GatherOrder::QuantFp8));
-    out.push_back(quantize_kernel(spec.intermediate, false));
+    out.push_back(quantize_kernel(spec.intermediate));
   } else {
     out.push_back(gather_kernel(spec));
   }

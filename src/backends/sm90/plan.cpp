@@ -92,6 +92,15 @@ constexpr double kCrossoverRowsW8 = 1600.0;
 //   QGMMA             861.8    1012.4    1021.3    1047.5
 //   decode            821.4     969.1    1046.6    1136.8
 // Decode wins to 4 rows per expert and loses at 8: 5.7, their geometric middle.
+// Since 28d0f25 the W8A8 decode GEMMs are QGMMA ones of their own (decode_gemm.cuh, A8: no
+// round trips, no dequantization); forced, H200, Mistral-Small-4
+// (2026-12-02-28d0f25-bench-mistral-small-4-sm90-decode-fp8-afp8.json), us:
+//   T (rows/expert)   1 (0.03)   8 (0.25)   128 (4)   512 (16)   2048 (64, BT = 128)
+//   decode QGMMA        74.8      230.9     871.6      969.9      1427.7
+// against 05877a2's bars (another call; the planner's choice): W8A16 decode on rounded x and h
+// 79.4 / 252.7 / 969.3 at T = 1 / 8 / 128, the wide QGMMA GEMMs 998.4 at 512, 1188.4 at 2048.
+// Faster than the W8A16 decode everywhere below 5.7, so 5.7 stays until both sides are timed in
+// one run (the crossover moves up: between 16 and 64 rows per expert by those numbers).
 constexpr double kCrossoverRowsW8A8 = 5.7;
 // The 128-token decode tile (one CTA per SM, 64 accumulators a consumer thread) against the
 // 64-token one (two CTAs per SM), both forced, H200, Mistral-Small-4, us: at 989665d

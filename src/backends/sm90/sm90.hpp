@@ -107,9 +107,8 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 enum class GatherOrder { Natural, PermutedK, QuantFp8 };
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
 // W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (h between
-// the QGMMA GEMMs, wide and decode), or rounded through FP8 and back to bf16 (round_trip: no
-// longer run by the backend since the QGMMA decode GEMMs; kept for its test).
-rt::KernelSpec quantize_kernel(int64_t k, bool round_trip);
+// the QGMMA GEMMs, wide and decode).
+rt::KernelSpec quantize_kernel(int64_t k);
 // stream_k: the decode GEMM that cuts its (unit, k-block) tasks into equal ranges per CTA
 // (decode_gemm.cuh), for calls of at most kStreamKTokens tokens; decode_fixup_kernel adds up
 // the units it split.

@@ -16,24 +16,14 @@
 // batch is read whole before it writes), and the scales, which overwrite values of the
 // row's second half, are written after the last batch was read.
 //
-// QUANT_ROUND_TRIP = 1: the row is not stored as codes and scales but rounded through them
-// and back, each value replaced in place by bf16(code x scale) (f32 product, RNE): what the
-// W8A16 decode GEMMs take as W8A8's activations (sm90.hpp, decode_codes). The groups are
-// whole 128-column blocks of the row in any order within each 64 columns (the decode GEMMs'
-// permuted K order leaves each value in its group), so the same code serves both orders.
+// moe_sm90_quantize_rows: the valid rows of h in place (GEMM 1 -> GEMM 2, wide and decode).
+// The gather (sm90/gather.cuh with QUANT_FP8) quantizes x rows with the same function.
 //
-// moe_sm90_quantize_rows: the valid rows of h in place (GEMM 1 -> GEMM 2), or of x (round
-// trip, after the permuted gather). The gather (sm90/gather.cuh with QUANT_FP8) quantizes x
-// rows with the same function.
-//
-// Defines: QUANT_K (K, a multiple of 128), QUANT_ROUND_TRIP (0 or 1).
+// Defines: QUANT_K (K, a multiple of 128).
 #pragma once
 #include "common/convert.cuh"
 #include "common/grid_dependency.cuh"
 #include "sm90/ptx/e4m3.cuh"
-#ifndef QUANT_ROUND_TRIP
-#define QUANT_ROUND_TRIP 0
-#endif
 
 #if (QUANT_K % 128) != 0
 #error "sm90/quantize.cuh needs QUANT_K % 128 == 0"
@@ -96,23 +86,10 @@ __device__ __forceinline__ void quantize_row(const u16* src, unsigned char* dst)
         uint2 c;
         c.x = bad ? 0x7F7F7F7Fu : e4m3x2(x[0] / scale, x[1] / scale) | e4m3x2(x[2] / scale, x[3] / scale) << 16;
         c.y = bad ? 0x7F7F7F7Fu : e4m3x2(x[4] / scale, x[5] / scale) | e4m3x2(x[6] / scale, x[7] / scale) << 16;
-#if QUANT_ROUND_TRIP
-        const u32 codes[4] = {c.x, c.x >> 16, c.y, c.y >> 16};
-        u32 out[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          float lo, hi;
-          e4m3x2_to_f32(codes[j] & 0xFFFFu, lo, hi);
-          out[j] = pack_bf16x2(lo * scale, hi * scale);
-        }
-        *reinterpret_cast<uint4*>(dst + 2 * col) = make_uint4(out[0], out[1], out[2], out[3]);
-#else
         *reinterpret_cast<uint2*>(dst + col) = c;
-#endif
       }
     }
   }
-#if !QUANT_ROUND_TRIP
   __syncwarp();  // the whole row was read before the scales overwrite its second half
   float* out = reinterpret_cast<float*>(dst + QUANT_K);
   if (sub == 0) {
@@ -120,7 +97,6 @@ __device__ __forceinline__ void quantize_row(const u16* src, unsigned char* dst)
     for (int s = 0; s < kSteps; ++s)
       if (2 * s + half < QUANT_K / 128) out[2 * s + half] = scales[s];
   }
-#endif
 }
 
 }  // namespace sm90q
