@@ -59,7 +59,8 @@ constexpr unsigned kGatherSplit = 4;
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32, 64 (two
 // CTAs per SM) or 128 (one); bf16 weights: 4 stages of 64 K (16 KB; 6 at 128); NVFP4 (W4):
 // stages of 256 K (16 KB codes + 2 KB scales), 4 / 3 / 2 / 2 of them at token tiles 16 / 32 /
-// 64 / 128; FP8 (W8): stages of 128 K (16 KB codes + 512 B scales), 4 / 4 / 3 / 4 of them.
+// 64 / 128; FP8 (W8): stages of 128 K (16 KB codes + 512 B scales), 4 / 4 / 3 / 4 of them;
+// W8A8: the same weights with e4m3 token tiles (and a 16-byte scale group per token), 5 / 5 / 4 / 6.
 constexpr int kDecodeRows = 128;
 constexpr int decode_ctas_per_sm(int bt) { return bt == 128 ? 1 : 2; }
 constexpr int decode_stage_k(Codes c) {

@@ -346,7 +346,8 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
   // Descriptors advance with the address (bits 0-13 hold address / 16, no carry below 256 KB):
   // computed once, offset per stage / sub-block / k16 step.
 #if A8
-  const u64 w_desc0 = wgmma_desc_k128b(smem_u32(sm.w[0]) + cw * 64 * 128), x_desc0 = wgmma_desc_k128b(smem_u32(sm.x8[0]));
+  const u64 w_desc0 = wgmma_desc_k128b(smem_u32(sm.w[0]) + cw * 64 * 128);
+  const u64 x_desc0 = wgmma_desc_k128b(smem_u32(sm.x8[0]));
 #else
   const u64 x_desc0 = wgmma_desc_k128b(smem_u32(sm.x[0][0]));
   constexpr u32 kXStage = SUB * BT * BK * 2, kXSub = BT * BK * 2;  // bytes

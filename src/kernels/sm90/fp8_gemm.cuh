@@ -191,7 +191,8 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
 #endif
     // Stage 0's operand descriptors (this consumer's 64 rows of A), barriers and A scales of
     // this thread's rows, advanced per stage: no address is rebuilt in the k-loop.
-    const u64 a_desc0 = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK), b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
+    const u64 a_desc0 = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK);
+    const u64 b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
     const u32 full0 = smem_u32(&sm.full[0]), empty0 = smem_u32(&sm.empty[0]);
     const u32 as_row = smem_u32(&sm.as[0][4 * r_tile]), bs0 = smem_u32(sm.bs[0]);
     float fin[64], p[64];
