@@ -226,11 +226,11 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 36308), "decode GEMMs (fp8 W8A16, 128-token tiles)");
   f8.activation_format = ActivationFormat::FP8_Group128;
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 1),
-            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+            "decode GEMMs (fp8 W8A8 QGMMA, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 32),  // 1 row/expert
-            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+            "decode GEMMs (fp8 W8A8 QGMMA, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 128),  // 4 rows/expert
-            "decode GEMMs (fp8 W8A8 as W8A16 on FP8-rounded activations, 16-token tiles)");
+            "decode GEMMs (fp8 W8A8 QGMMA, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 256), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 8 rows/expert
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 512), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");
 }
