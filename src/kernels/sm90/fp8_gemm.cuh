@@ -208,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         sm90::half_tile_wait();
         continue;
       }
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < 64; ++i) fin[i] = 0.f;
       // The ring position, advanced by a compare instead of a division by STAGES per k-block.
       u32 s = it % STAGES, ph = (it / STAGES) & 1u;
@@ -226,20 +226,10 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
       const int m_row0 = mt * BM + c * 64;
       epi.begin_tile(mt, c, r_local);
-  #pragma unroll
-      for (int j = 0; j < Epilogue::kBoxes; ++j, ++boxes) {
-        const int buf = boxes & 1;
-        if (tid == 0) tma_store_wait_read<1>();  // the store that last read `buf` is done reading
-        named_bar_sync(1 + c, 128);
-        unsigned char* box = reinterpret_cast<unsigned char*>(sm.d[c][buf]);
-        epi.fill(fin, j, box, r_local, g, t);
-        fence_proxy_async_smem();  // generic-proxy smem writes -> visible to the TMA store
-        named_bar_sync(1 + c, 128);
-        if (tid == 0) {
-          tma_store_2d(&tm_d, epi.col(nt, j), m_row0, smem_u32(box));
-          tma_store_commit();
-        }
-      }
+#pragma unroll
+      for (int j = 0; j < Epilogue::kBoxes; ++j, ++boxes)
+        sm90::store_box(epi, fin, j, reinterpret_cast<unsigned char*>(sm.d[c][boxes & 1]), &tm_d, nt, m_row0, c,
+                        r_local, g, t, tid);
       if (half) sm90::half_tile_done();
     }
     if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads

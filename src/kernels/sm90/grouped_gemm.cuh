@@ -343,19 +343,8 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
       const int m_row0 = mt * BM + c * 64;
       epi.begin_tile(mt, c, r0);
 #pragma unroll
-      for (int j = 0; j < Epilogue::kBoxes; ++j) {
-        const int buf = j & 1;
-        if (tid == 0) tma_store_wait_read<1>();  // the store that last read `buf` is done reading
-        named_bar_sync(1 + c, 128);
-        unsigned char* box = reinterpret_cast<unsigned char*>(sm.d[c][buf]);
-        epi.fill(acc, j, box, r0, g, t);
-        fence_proxy_async_smem();  // generic-proxy smem writes -> visible to the TMA store
-        named_bar_sync(1 + c, 128);
-        if (tid == 0) {
-          tma_store_2d(tm_d, epi.col(nt, j), m_row0, smem_u32(box));
-          tma_store_commit();
-        }
-      }
+      for (int j = 0; j < Epilogue::kBoxes; ++j)
+        store_box(epi, acc, j, reinterpret_cast<unsigned char*>(sm.d[c][j & 1]), tm_d, nt, m_row0, c, r0, g, t, tid);
       if (half) half_tile_done();
     }
     if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads

@@ -3,6 +3,7 @@
 // with its swizzled store boxes.
 #pragma once
 #include "common/convert.cuh"
+#include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/types.cuh"
 #include "sm90/ptx/warpgroup.cuh"
 #include "sm90/ring.cuh"
@@ -115,5 +116,24 @@ struct TileEpilogue {
   __device__ __forceinline__ int col(int nt, int j) const { return nt * BN + j * 64; }
 };
 #endif
+
+// Output box j (64 x 64 bf16) of consumer c's rows of tile (mt, nt), through its smem buffer
+// `box`: thread 0 waits until the store that last read the buffer is done reading, the
+// warpgroup fills it (epi.fill, swizzled) and hands it to the async proxy, thread 0 issues the
+// TMA store. Named barrier 1 + c: the consumer's 128 threads.
+template <class Epilogue, int N>
+__device__ __forceinline__ void store_box(Epilogue& epi, const float (&acc)[N], int j, unsigned char* box,
+                                          const void* tm_d, int nt, int m_row0, int c, int r0, int g, int t,
+                                          int tid) {
+  if (tid == 0) tma_store_wait_read<1>();
+  named_bar_sync(1 + c, 128);
+  epi.fill(acc, j, box, r0, g, t);
+  fence_proxy_async_smem();  // generic-proxy smem writes -> visible to the TMA store
+  named_bar_sync(1 + c, 128);
+  if (tid == 0) {
+    tma_store_2d(tm_d, epi.col(nt, j), m_row0, smem_u32(box));
+    tma_store_commit();
+  }
+}
 
 }  // namespace sm90
