@@ -177,3 +177,48 @@ TEST(RuntimeGpuFault, SelftestStageChild) {
     std::printf("unrelated call reported: %s\n", e.what());
   }
 }
+
+// The sm90 watchdog (sm90/wait.cuh): a wait that never completes faults after WAIT_LIMIT_NS
+// (1 ms here) instead of hanging, and the fault is attributed to the stage that launched it;
+// the same kernel whose barrier completes returns. In a child process (the fault kills the
+// context).
+TEST(RuntimeGpuFault, Sm90WatchdogFaultsAStuckWait) {
+  REQUIRE_DEVICE();
+  if (cached_device_info(0).target != "sm_90a") GTEST_SKIP() << "the sm90 waits are built for sm_90a";
+  auto r = moeforge::testing::run_fault_child("RuntimeGpuFault.Sm90WatchdogChild", "");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[  PASSED  ] 1 test"), std::string::npos) << r.output;
+}
+
+TEST(RuntimeGpuFault, Sm90WatchdogChild) {
+  if (!moeforge::testing::in_fault_child()) GTEST_SKIP() << "child of Sm90WatchdogFaultsAStuckWait";
+  REQUIRE_DEVICE();
+  KernelSpec k;
+  k.source = "sm90/wait_probe.cuh";
+  k.entry = "moe_sm90_wait_probe";
+  k.defines = {{"WAIT_LIMIT_NS", "1000000ull"}};
+  k.targets = {"sm_90a"};
+  k.threads = 32;
+  const LoadedKernel& lk = load_kernel(0, k);
+  const Driver& d = driver();
+  CUdeviceptr done = 0;
+  check(d.cuMemAlloc(&done, 4), "cuMemAlloc");
+  uint32_t host = 0;
+  check(d.cuMemcpyHtoD(done, &host, 4), "cuMemcpyHtoD");
+  uint32_t arrive = 1;
+  void* args[] = {&arrive, &done};
+  launch(lk, {1, 1, 1}, {32, 1, 1}, 0, nullptr, args, "wait-probe-completes");
+  check(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+  check(d.cuMemcpyDtoH(&host, done, 4), "cuMemcpyDtoH");
+  EXPECT_EQ(host, 1u) << "the completed wait returned";
+  arrive = 0;
+  launch(lk, {1, 1, 1}, {32, 1, 1}, 0, nullptr, args, "wait-probe-stuck");
+  try {
+    check(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+    ADD_FAILURE() << "a wait on a barrier nobody arrives at returned";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("device context lost after 'wait-probe-stuck'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(context_lost());
+}
