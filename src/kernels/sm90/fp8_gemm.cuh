@@ -23,12 +23,12 @@
 // per 128 x 128 block), and a tile's rows are one 128-row block (GEMM 2) or 64 gate rows and
 // 64 up rows, each a 64-aligned span of one block (GEMM 1's interleave, I % 128 == 0): so a
 // thread needs 4 products a_scale x b_scale per block and one FFMA per accumulator. The
-// scales are read while the wgmma group runs and the stage is released as soon as the group
-// completed, before the promotion. One partial set: 64 + 64 accumulator registers per thread
-// fit the 168 the compiler may use at 384 threads (setmaxnreg raises the limit only at run
-// time); a second set, to overlap a block's promotion with the next block's wgmma group,
-// spilled. While one warpgroup promotes, the other's wgmma group keeps the tensor cores busy.
-// N = 256 would need 256 registers.
+// scales are read while the wgmma group runs. Two partial sets alternate over the k-blocks:
+// block kb + 1's group is issued before block kb's promotion, and each stage is released as
+// soon as its group completed. 64 + 2 x 64 accumulator registers per thread: more than the
+// 168 of the launch (384 threads), within the 232 that setmaxnreg gives the consumers, which
+// ptxas honours only because no `trap` is reachable from them (sm90/wait.cuh). N = 256 would
+// need 384.
 //
 // Roles, persistence, tile order (claimed in order), half tiles (consumer 1 passes over a
 // tile whose rows of its half are all padding), epilogue (swizzled 64 x 64 boxes, TMA
@@ -122,6 +122,12 @@ __device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const 
   }
 }
 
+// A k-block whose wgmma group was issued: its promotion scales and its ring stage.
+struct InFlight {
+  PromoteScales scales;
+  u32 stage;
+};
+
 // tiles.cuh; GEMM 1 gives 64 features a tile: one store box per consumer.
 using Epilogue = sm90::TileEpilogue<BM, BN>;
 
@@ -195,7 +201,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     const u64 b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
     const u32 full0 = smem_u32(&sm.full[0]), empty0 = smem_u32(&sm.empty[0]);
     const u32 as_row = smem_u32(&sm.as[0][4 * r_tile]), bs0 = smem_u32(sm.bs[0]);
-    float fin[64], p[64];
+    float fin[64], p[64], p1[64];
     u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
     u32 it = 0;
     for (;;) {
@@ -212,16 +218,45 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       for (int i = 0; i < 64; ++i) fin[i] = 0.f;
       // The ring position, advanced by a compare instead of a division by STAGES per k-block.
       u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      // Two partial sets, p and p1, for even and odd k-blocks: block kb + 1's group is issued
+      // before block kb is promoted, so the tensor cores always hold this warpgroup's next group
+      // while it promotes (with one set, both warpgroups waited on the same stage and promoted
+      // at the same time, the tensor cores idle: ncu 49 % tensor-active at T = 8192).
+      auto issue = [&](float (&q)[64], int kb) {
         mbar_wait(full0 + 8 * s, ph);
         const BlockScales block_scales(as_row, bs0, s, kb);
-        issue_block(p, wgmma_desc_add(a_desc0, s * BM * BK), wgmma_desc_add(b_desc0, s * BN * BK));
-        const PromoteScales scales(block_scales);  // while the group runs
-        wgmma_wait<0>();
-        if (lane == 0) mbar_arrive(empty0 + 8 * s);  // operands and scales consumed
-        promote(fin, p, scales);
+        issue_block(q, wgmma_desc_add(a_desc0, s * BM * BK), wgmma_desc_add(b_desc0, s * BN * BK));
+        const InFlight f{PromoteScales(block_scales), s};
         if (++s == STAGES) s = 0, ph ^= 1u;
+        return f;
+      };
+      // Once q's group completed (the wgmma_wait before): its stage back to the producer, then
+      // the promotion.
+      auto retire = [&](float (&q)[64], const InFlight& f) {
+        if (lane == 0) mbar_arrive(empty0 + 8 * f.stage);
+        promote(fin, q, f.scales);
+      };
+      InFlight even = issue(p, 0);  // k_blocks >= 1 (K >= 128)
+      int kb = 0;
+      for (; kb + 2 < k_blocks; kb += 2) {
+        const InFlight odd = issue(p1, kb + 1);
+        wgmma_wait<1>();
+        retire(p, even);
+        even = issue(p, kb + 2);
+        wgmma_wait<1>();
+        retire(p1, odd);
       }
+      if (kb + 1 < k_blocks) {  // an even number of blocks: the last pair
+        const InFlight odd = issue(p1, kb + 1);
+        wgmma_wait<1>();
+        retire(p, even);
+        wgmma_wait<0>();
+        retire(p1, odd);
+      } else {
+        wgmma_wait<0>();
+        retire(p, even);
+      }
+      it += k_blocks;
 
       // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
       const int m_row0 = mt * BM + c * 64;
