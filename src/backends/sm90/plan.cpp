@@ -99,9 +99,13 @@ constexpr double kCrossoverRowsW8 = 1600.0;
 //   decode QGMMA        74.8      230.9     871.6      969.9      1427.7
 // against 05877a2's bars (another call; the planner's choice): W8A16 decode on rounded x and h
 // 79.4 / 252.7 / 969.3 at T = 1 / 8 / 128, the wide QGMMA GEMMs 998.4 at 512, 1188.4 at 2048.
-// Faster than the W8A16 decode everywhere below 5.7, so 5.7 stays until both sides are timed in
-// one run (the crossover moves up: between 16 and 64 rows per expert by those numbers).
-constexpr double kCrossoverRowsW8A8 = 5.7;
+// Both timed in one run at 617ba87 (the wide GEMMs with two partial accumulator sets;
+// 2026-12-02-617ba87-w8a8-crossover-mistral-small-4-sm90-{decode,wide}-fp8-afp8.json), us:
+//   T (rows/expert)   128 (4)   256 (8)   512 (16)   1024 (32)   2048 (64)   4096 (128)
+//   decode QGMMA       871.4     914.3     965.4     1066.2      1385.4      2213.2
+//   wide QGMMA         965.3     970.6    1000.4     1048.6      1190.0      1774.8
+// Decode wins up to 16 rows per expert and loses at 32 (by 1.7 %): 22.6, the geometric middle.
+constexpr double kCrossoverRowsW8A8 = 22.6;
 // The 128-token decode tile (one CTA per SM, 64 accumulators a consumer thread) against the
 // 64-token one (two CTAs per SM), both forced, H200, Mistral-Small-4, us: at 989665d
 // (...-989665d-bench-mistral-small-4-sm90-decode-{nvfp4,fp8,bf16}-bt{64,128}.json) and, BT = 64
@@ -131,7 +135,11 @@ double large_tile_rows(const MoeSpec& spec) {
   switch (codes(spec)) {
     case Codes::W4: return kLargeTileRowsW4;
     case Codes::W8:
-    case Codes::W8A8: return kLargeTileRowsW8;  // provisional: measured for W8A16, not yet for the QGMMA decode
+    // W8A8 takes W8A16's threshold; it matters only with the crossover forced, since the QGMMA
+    // decode stops at 22.6 rows per expert. Consistent with it: at 32 rows per expert the
+    // 128-token tile lost to the 64-token one, 1186.4 against 1066.2 us
+    // (2026-12-02-617ba87-w8a8-decode-bt-...-bt128.json, ...-w8a8-crossover-...-decode-fp8-afp8.json).
+    case Codes::W8A8: return kLargeTileRowsW8;
     default: return std::numeric_limits<double>::infinity();
   }
 }
