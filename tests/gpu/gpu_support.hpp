@@ -10,6 +10,7 @@
 
 #include "runtime/breadcrumbs.hpp"
 #include "runtime/device.hpp"
+#include "runtime/driver.hpp"
 
 namespace moeforge::testing {
 
@@ -42,6 +43,18 @@ inline uint64_t next_case_seed() {
   static uint64_t counter = 0;
   return run_seed() * 1000003ull + ++counter;
 }
+
+// A non-blocking stream of the test's own, destroyed with it.
+struct Stream {
+  CUstream s = nullptr;
+  Stream() { rt::check(rt::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); }
+  ~Stream() {
+    if (s) rt::driver().cuStreamDestroy(s);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void sync() const { rt::check(rt::driver().cuStreamSynchronize(s), "cuStreamSynchronize"); }
+};
 
 }  // namespace moeforge::testing
 

@@ -155,14 +155,6 @@ struct Bufs {
   }
 };
 
-struct Stream {
-  CUstream s = nullptr;
-  Stream() { rt::check(rt::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"); }
-  ~Stream() {
-    if (s) rt::driver().cuStreamDestroy(s);
-  }
-};
-
 // New contents for the fixed input buffers, copied on stream s (pageable host memory:
 // the copy is complete when cuMemcpyHtoDAsync returns, so `in` may go out of scope).
 struct Contents {
@@ -193,7 +185,7 @@ TEST_P(RobustGraph, ReplaysEqualEagerRunsBitForBit) {
   const MoeSpec spec = small_spec(precomputed ? "deepseek-v3" : "mistral-small-4");
   Built& b = layer_for(spec);
   Bufs bufs(spec, T);
-  Stream st;
+  testing::Stream st;
   const rt::Driver& d = rt::driver();
   auto forward = [&] {
     if (precomputed) b.layer->forward_topk(bufs.xv(), bufs.iv(), bufs.wv(), bufs.ov(), st.s);
