@@ -241,8 +241,10 @@ PY
 fi
 
 if has stress; then
-  # MOEFORGE_STRESS_ARGS: more flags (e.g. "--weights fp8 --activations fp8").
-  "$cli" stress --model mistral-small-4 ${MOEFORGE_STRESS_ARGS:-} --threads 8 --streams 8 \
+  # MOEFORGE_STRESS_ARGS: more flags (e.g. "--weights fp8 --activations fp8"); MOEFORGE_STRESS_THREADS /
+  # _STREAMS (default 8 / 8; 1 / 1 runs the batches in sequence: a mismatch then is stale data, not a race).
+  "$cli" stress --model mistral-small-4 ${MOEFORGE_STRESS_ARGS:-} --threads ${MOEFORGE_STRESS_THREADS:-8} \
+      --streams ${MOEFORGE_STRESS_STREAMS:-8} \
       --minutes ${MOEFORGE_STRESS_MINUTES:-1} \
       --pool ${MOEFORGE_STRESS_POOL:-24} --json "$out/stress-mistral-small-4.json" 2> "$logs/stress.err" | tee "$logs/stress.txt"
   note "stress rc=${PIPESTATUS[0]}: $(head -1 "$logs/stress.txt")"
