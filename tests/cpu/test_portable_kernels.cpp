@@ -23,10 +23,10 @@
 
 #include "backends/backend.hpp"
 #include "backends/portable/portable.hpp"
+#include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
 #include "moeforge/spec.hpp"
 #include "moeforge/weights.hpp"
-#include "support/specs.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/device.hpp"
 #include "support/specs.hpp"
@@ -188,6 +188,14 @@ void add_spec_jobs(const MoeSpec& spec, const std::string& target, std::map<std:
     const std::string key = job_key(r);
     if (!jobs.count(key)) jobs[key] = Job{r, spec.name + "/" + std::string(to_string(spec.weight_format)) + " " + k.entry};
   }
+}
+
+// The workspace-fill testing hook takes -1 (off) or a byte, and says so otherwise.
+TEST(PortableBackend, WorkspaceFillTakesAByteOrOff) {
+  EXPECT_THROW(portable::set_workspace_fill(256), InvalidArgument);
+  EXPECT_THROW(portable::set_workspace_fill(-2), InvalidArgument);
+  EXPECT_NO_THROW(portable::set_workspace_fill(0x7F));
+  EXPECT_NO_THROW(portable::set_workspace_fill(-1));
 }
 
 TEST(PortableKernels, CompileForEveryTarget) {

@@ -33,6 +33,7 @@
 #include <set>
 
 #include "backends/device_buffer.hpp"
+#include "backends/portable/portable.hpp"
 #include "core/inputs.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
@@ -360,57 +361,84 @@ TEST(Sm90Layer, Deterministic) {
 
 // An output depends on its own input only, never on the calls before it. `Deterministic` runs
 // one input twice, so a read of stale workspace (padding rows, an unwritten scale, a stage of
-// the last call) sees the same stale bytes both times and passes; here other batches of the
-// same and of another size run in between, leaving other bytes there, and on two streams at
-// once. (The W8A8 QGMMA decode GEMMs failed `moeforge stress` this way at b5cbb77, while
-// `Deterministic` and the reference checks passed.) Every format the sm90 backend takes; the
-// sm90-wide and sm90-decode passes run it on each GEMM pair.
+// the last call) sees the same stale bytes both times and passes; here the workspace is filled
+// with three byte patterns first (portable::set_workspace_fill), other batches of the same and
+// of another size run in between, and two run on two streams at once. (The W8A8 QGMMA decode
+// GEMMs failed `moeforge stress` this way at b5cbb77, while `Deterministic` and the reference
+// checks passed.)
+void expect_outputs_depend_only_on_input(const MoeSpec& spec, const std::string& backend) {
+  Built& b = layer_for(spec, backend);
+  // x, then z (x's size, other values), then y (another size); x again after each.
+  DeviceCase x(spec, 37, testing::next_case_seed()), z(spec, 37, testing::next_case_seed()),
+      y(spec, 531, testing::next_case_seed());
+  auto run = [&](DeviceCase& c) {
+    c.poison();
+    b.layer->forward(c.xv(), c.lv(spec.num_experts), c.ov());
+  };
+  run(x);
+  const std::vector<uint16_t> x0 = x.result();
+  run(y);
+  const std::vector<uint16_t> y0 = y.result();
+  // Each call's workspace filled first with bytes that are zero, NaN (e4m3 0x7F; bf16 0x7F7F is
+  // large) and negative NaN: what a call reads of it must be what it wrote.
+  struct FillReset {
+    ~FillReset() { portable::set_workspace_fill(-1); }
+  } reset;
+  for (const int fill : {0x00, 0x7F, 0xFF}) {
+    portable::set_workspace_fill(fill);
+    run(x);
+    EXPECT_TRUE(x0 == x.result()) << "x's output changed with the workspace filled with " << fill;
+    run(y);
+    EXPECT_TRUE(y0 == y.result()) << "y's output changed with the workspace filled with " << fill;
+  }
+  portable::set_workspace_fill(-1);
+  for (DeviceCase* other : {&z, &y}) {
+    run(*other);
+    (void)other->result();
+    run(x);
+    EXPECT_TRUE(x0 == x.result()) << "x's output changed after a call of T = " << other->T;
+  }
+  // Two streams at once, several rounds: x on one, y on the other.
+  testing::Stream s1, s2;
+  for (int round = 0; round < 8; ++round) {
+    x.poison();
+    y.poison();
+    b.layer->forward(x.xv(), x.lv(spec.num_experts), x.ov(), s1.s);
+    b.layer->forward(y.xv(), y.lv(spec.num_experts), y.ov(), s2.s);
+    s1.sync();
+    s2.sync();
+    EXPECT_TRUE(x0 == x.result()) << "x on two streams, round " << round;
+    EXPECT_TRUE(y0 == y.result()) << "y on two streams, round " << round;
+  }
+}
+
+// Mistral-Small-4's 128 experts, k = 4, reduced: T = 37 is 1.2 routed rows per expert, 531 is 16.6.
+MoeSpec reduced_mistral(WeightFormat w, ActivationFormat a = ActivationFormat::BF16) {
+  MoeSpec spec = reduced("mistral-small-4");
+  spec.weight_format = w;
+  spec.activation_format = a;
+  spec.validate();
+  return spec;
+}
+
+// Every format the sm90 backend takes; the sm90-wide and sm90-decode passes run it on each GEMM pair.
 TEST(Sm90Layer, OutputsDependOnlyOnTheirInput) {
   REQUIRE_GPU();
   if (!on_sm90a()) GTEST_SKIP() << "the sm90 backend needs an sm_90a device";
-  struct Format {
-    WeightFormat w;
-    ActivationFormat a;
-  };
-  for (const Format f : {Format{WeightFormat::BF16, ActivationFormat::BF16},
-                         Format{WeightFormat::FP8_Block128, ActivationFormat::BF16},
-                         Format{WeightFormat::NVFP4, ActivationFormat::BF16},
-                         Format{WeightFormat::FP8_Block128, ActivationFormat::FP8_Group128}}) {
-    MoeSpec spec = reduced("mistral-small-4");  // 128 experts, k = 4: T = 37 is 1.2 rows per expert
-    spec.weight_format = f.w;
-    spec.activation_format = f.a;
-    spec.validate();
-    SCOPED_TRACE(std::string(to_string(f.w)) + " x " + std::string(to_string(f.a)));
-    Built& b = layer_for(spec, "sm90");
-    // x, then z (x's size, other values), then y (another size); x again after each.
-    DeviceCase x(spec, 37, testing::next_case_seed()), z(spec, 37, testing::next_case_seed()),
-        y(spec, 531, testing::next_case_seed());
-    auto run = [&](DeviceCase& c) {
-      c.poison();
-      b.layer->forward(c.xv(), c.lv(spec.num_experts), c.ov());
-    };
-    run(x);
-    const std::vector<uint16_t> x0 = x.result();
-    for (DeviceCase* other : {&z, &y}) {
-      run(*other);
-      (void)other->result();
-      run(x);
-      EXPECT_TRUE(x0 == x.result()) << "x's output changed after a call of T = " << other->T;
-    }
-    run(y);
-    const std::vector<uint16_t> y0 = y.result();
-    // Two streams at once, several rounds: x on one, y on the other.
-    testing::Stream s1, s2;
-    for (int round = 0; round < 8; ++round) {
-      x.poison();
-      y.poison();
-      b.layer->forward(x.xv(), x.lv(spec.num_experts), x.ov(), s1.s);
-      b.layer->forward(y.xv(), y.lv(spec.num_experts), y.ov(), s2.s);
-      s1.sync();
-      s2.sync();
-      EXPECT_TRUE(x0 == x.result()) << "x on two streams, round " << round;
-      EXPECT_TRUE(y0 == y.result()) << "y on two streams, round " << round;
-    }
+  for (const MoeSpec& spec :
+       {reduced_mistral(WeightFormat::BF16), reduced_mistral(WeightFormat::FP8_Block128),
+        reduced_mistral(WeightFormat::NVFP4),
+        reduced_mistral(WeightFormat::FP8_Block128, ActivationFormat::FP8_Group128)}) {
+    SCOPED_TRACE(std::string(to_string(spec.weight_format)) + " x " + std::string(to_string(spec.activation_format)));
+    expect_outputs_depend_only_on_input(spec, "sm90");
+  }
+}
+
+TEST(PortableLayer, OutputsDependOnlyOnTheirInput) {
+  REQUIRE_GPU();
+  for (WeightFormat w : {WeightFormat::BF16, WeightFormat::FP8_Block128, WeightFormat::NVFP4}) {
+    SCOPED_TRACE(std::string(to_string(w)));
+    expect_outputs_depend_only_on_input(reduced_mistral(w), "portable");
   }
 }
 

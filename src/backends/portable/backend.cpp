@@ -242,12 +242,17 @@ void PortableLayer::upload(const WeightSource& weights, const PrepareHook& repac
   }
 }
 
+std::atomic<int> g_workspace_fill{-1};  // set_workspace_fill
+
 // A stream-ordered workspace: one cuMemAllocAsync, carved in 256-byte aligned pieces,
 // released by cuMemFreeAsync on the same stream (also when a launch throws).
 class Workspace {
  public:
   Workspace(size_t bytes, CUstream s) : stream_(s) {
-    rt::check(rt::driver().cuMemAllocAsync(&base_, std::max<size_t>(bytes, 256), s), "cuMemAllocAsync (workspace)");
+    const size_t n = std::max<size_t>(bytes, 256);
+    rt::check(rt::driver().cuMemAllocAsync(&base_, n, s), "cuMemAllocAsync (workspace)");
+    if (const int fill = g_workspace_fill.load(std::memory_order_relaxed); fill >= 0)
+      rt::check(rt::driver().cuMemsetD8Async(base_, static_cast<unsigned char>(fill), n, s), "workspace fill");
   }
   ~Workspace() {
     if (base_) rt::driver().cuMemFreeAsync(base_, stream_);
@@ -467,6 +472,11 @@ class PortableBackend final : public Backend {
 std::unique_ptr<PreparedLayer> make_layer(const MoeSpec& spec, const WeightSource& weights, int device,
                                           const GemmPluginFactory& plugin, const PrepareHook& repack) {
   return std::make_unique<PortableLayer>(spec, weights, device, plugin, repack);
+}
+
+void set_workspace_fill(int byte) {
+  if (byte < -1 || byte > 255) throw InvalidArgument("byte", fmt::format("expected -1 or 0..255, got {}", byte));
+  g_workspace_fill.store(byte, std::memory_order_relaxed);
 }
 
 }  // namespace portable

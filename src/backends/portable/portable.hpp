@@ -123,6 +123,11 @@ ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, int bm, int64_t row_by
 // The portable GEMMs' chunk: h bf16 + y f32 + row maps per row.
 ChunkPlan plan_chunk(const MoeSpec& spec, int64_t tokens, const TileConfig& c,
                      int64_t budget = kDefaultWorkspaceBudget);
+// Testing hook (process-wide): every forward's workspace, which the allocator hands over holding
+// whatever earlier calls left, is first filled with this byte (0-255); -1, the default, leaves it
+// so. An output that changes with the byte reads workspace nothing of its call wrote
+// (tests/gpu/test_layer.cpp, Sm90Layer.OutputsDependOnlyOnTheirInput).
+void set_workspace_fill(int byte);
 
 // ---- GEMM plugin: another kernel family's GEMM pair inside this pipeline ----
 // The sm90 backend (src/backends/sm90/) is this layer with its TMA/wgmma GEMMs plugged in:
