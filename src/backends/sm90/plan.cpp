@@ -143,8 +143,8 @@ double large_tile_rows(const MoeSpec& spec) {
     case Codes::W4: return kLargeTileRowsW4;
     case Codes::W8:
     // W8A8 takes W8A16's threshold; it matters only with the crossover forced, since the QGMMA
-    // decode stops below it (at 22.6 rows per expert, once it runs again). Consistent with it: at 32 rows per expert the
-    // 128-token tile lost to the 64-token one, 1186.4 against 1066.2 us
+    // decode stops below it (at 22.6 rows per expert, once it runs again). Consistent with it:
+    // at 32 rows per expert the 128-token tile lost to the 64-token one, 1186.4 against 1066.2 us
     // (2026-12-02-617ba87-w8a8-decode-bt-...-bt128.json, ...-w8a8-crossover-...-decode-fp8-afp8.json).
     case Codes::W8A8: return kLargeTileRowsW8;
     default: return std::numeric_limits<double>::infinity();
