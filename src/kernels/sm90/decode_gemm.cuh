@@ -389,6 +389,13 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
           acc[4 * i + j] = fmaf(part[4 * i + j], ws0 * sx, acc[4 * i + j]);
           acc[4 * i + 2 + j] = fmaf(part[4 * i + 2 + j], ws1 * sx, acc[4 * i + 2 + j]);
         }
+      // The stage's token scales were read just above by generic loads whose results ptxas
+      // does not wait for before the release (it hoisted the arrive above the FFMAs: no data
+      // dependency), so the producer's next TMA into this stage could overtake them. The
+      // proxy fence (MEMBAR + FENCE.VIEW.ASYNC) completes them first, as the PTX memory model
+      // asks between generic accesses and async-proxy writes to the same memory. (The other
+      // kernels' generic reads of a stage feed a wgmma, whose fence waits for them.)
+      fence_proxy_async_smem();
       if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));  // codes and scales consumed
     }
 #elif W4 || W8
