@@ -105,14 +105,14 @@ constexpr double kCrossoverRowsW8 = 1600.0;
 //   decode QGMMA       871.4     914.3     965.4     1066.2      1385.4      2213.2
 //   wide QGMMA         965.3     970.6    1000.4     1048.6      1190.0      1774.8
 // Decode wins up to 16 rows per expert and loses at 32 (by 1.7 %): 22.6, the geometric middle.
-// But the QGMMA decode GEMMs are not deterministic under concurrent load: `moeforge stress`
-// (8 threads x 8 streams, H200, b5cbb77) found outputs differing from the same batch run alone,
-// 6 in 13064 calls at T = 16 ... 52, 7 in 8589 with programmatic dependent launch off
-// (T = 39 ... 537), 22 in 28794 with the decode GEMMs forced, and none in 8308 with the wide
-// QGMMA GEMMs forced (bench/results/2026-12-02-b5cbb77-stress-*.json). Until the decode GEMMs
-// pass that run, W8A8 takes the wide GEMMs at every T (0; MOEFORGE_SM90_CROSSOVER still forces
-// the decode ones, for finding the race), and 22.6 is where it goes back to once they do.
-constexpr double kCrossoverRowsW8A8 = 0.0;
+// Under concurrent load (`moeforge stress`, 8 threads x 8 streams, H200, b5cbb77) the QGMMA
+// decode GEMMs gave outputs differing from the same batch run alone: 22 in 28794 calls with them
+// forced, none with the wide GEMMs forced (bench/results/2026-12-02-b5cbb77-stress-*.json). The
+// consumer released a stage before its loads of the token scales had completed (ptxas issued the
+// arrive right after them); since d2c8c77 a proxy fence orders the two, and the same stress
+// forced to them found none: 18632 calls at BT = 64, 17441 at every tile, 8558 in sequence
+// (bench/results/2026-12-03-a6a8976-stress-*-fp8-afp8-*.json). So 22.6 again.
+constexpr double kCrossoverRowsW8A8 = 22.6;
 // The 128-token decode tile (one CTA per SM, 64 accumulators a consumer thread) against the
 // 64-token one (two CTAs per SM), both forced, H200, Mistral-Small-4, us: at 989665d
 // (...-989665d-bench-mistral-small-4-sm90-decode-{nvfp4,fp8,bf16}-bt{64,128}.json) and, BT = 64
