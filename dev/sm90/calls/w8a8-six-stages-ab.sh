@@ -2,7 +2,9 @@
 # A/B of dev/sm90/patches/w8a8-six-stages.patch (on the GPU machine, carry .deps and .ab):
 #   here: git checkout -b six && git am dev/sm90/patches/w8a8-six-stages.patch
 #         rm -rf .ab && mkdir -p .ab/main && git archive main | tar x -C .ab/main
-#   then: bash dev/sm90/calls/w8a8-six-stages-ab.sh <six's commit> <main's commit>   (~300 s)
+#   then: bash dev/sm90/calls/w8a8-six-stages-ab.sh <six's commit> <main's commit>   (~450 s)
+# Also the W8A8 stress on the patched tree: the planner's choice (QGMMA decode GEMMs below 22.6
+# rows per expert, the patched wide ones above) and the decode GEMMs forced at every token tile.
 C=${1:?commit} BASE=${2:?baseline commit}
 O=$OUT; t0=$(date +%s); mkdir -p /tmp/o
 el() { echo $(( $(date +%s) - t0 )); }
@@ -11,6 +13,13 @@ OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tai
 OUT=/tmp/o/t MOEFORGE_TEST_PASSES=sm90-wide MOEFORGE_GPU_FILTER_SM90='Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic' \
   MOEFORGE_TEST_SECONDS=120 bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1
 echo "== tests at $(el)s: $(grep -E '^gpu tests' /tmp/o/t.log | tail -1)"; T
+st() {  # name, env...
+  local n=$1; shift
+  env "$@" OUT=/tmp/o/$n MOEFORGE_STRESS_MINUTES=0.5 bash tests/gpu/run_all.sh $C stress > /tmp/o/$n.log 2>&1
+  echo "== $n ($*) at $(el)s: $(grep -E '^stress' /tmp/o/$n.log | head -1)"; grep -E "mismatch at" /tmp/o/$n.log | head -4; T
+}
+st a8-planner MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8"
+st a8-decode MOEFORGE_SM90_CROSSOVER=1e9 MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8 --max-tokens 2048"
 MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab MOEFORGE_BENCH_BACKENDS=sm90 \
   MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" MOEFORGE_BENCH_WEIGHTS=fp8 MOEFORGE_BENCH_ACTIVATIONS=fp8 \
   MOEFORGE_BENCH_TOKENS=512,2048,8192,36308 bash tests/gpu/run_all.sh $C bench > /tmp/o/ab.log 2>&1
