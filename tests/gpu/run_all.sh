@@ -104,20 +104,6 @@ if has tests; then
   done
 fi
 
-if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs above compiled
-  for j in $(grep -lE '"moe_sm90_(gemm|fp8_gemm|decode)"' "$MOEFORGE_CACHE_DIR"/sm_90a/*.json 2>/dev/null); do
-    c=${j%.json}.cubin
-    [ -f "$c" ] || continue
-    defs=$(python3 -c 'import json, sys; print(" ".join(f"{k}={v}" for k, v in json.load(open(sys.argv[1]))["defines"]))' "$j" 2>/dev/null)
-    res=$(cuobjdump -res-usage "$c" 2>&1 | grep -oE 'REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+' | head -1)
-    sass=$(cuobjdump -sass "$c" 2>/dev/null)
-    entry=$(grep -oE '"moe_sm90_[a-z0-9_]+"' "$j" | head -1 | tr -d '"')
-    counts="HGMMA=$(grep -cE 'HGMMA' <<<"$sass") QGMMA=$(grep -cE 'QGMMA' <<<"$sass")"
-    counts+=" LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass")"
-    note "$entry $defs: $res $counts $(grep -oE '[HQ]GMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
-  done
-fi
-
 if has bench; then
   # Backends: the portable one, and on sm_90a the sm90 one three times: with its tuned
   # planner, and with its wide or its decode GEMMs forced at every T ("sm90-wide",
@@ -157,6 +143,20 @@ if has bench; then
         done
       done
     done
+  done
+fi
+
+if has sass; then  # the compiler's resource report for the sm90 GEMMs the runs, tests and bench above compiled
+  for j in $(grep -lE '"moe_sm90_(gemm|fp8_gemm|decode)"' "$MOEFORGE_CACHE_DIR"/sm_90a/*.json 2>/dev/null); do
+    c=${j%.json}.cubin
+    [ -f "$c" ] || continue
+    defs=$(python3 -c 'import json, sys; print(" ".join(f"{k}={v}" for k, v in json.load(open(sys.argv[1]))["defines"]))' "$j" 2>/dev/null)
+    res=$(cuobjdump -res-usage "$c" 2>&1 | grep -oE 'REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+' | head -1)
+    sass=$(cuobjdump -sass "$c" 2>/dev/null)
+    entry=$(grep -oE '"moe_sm90_[a-z0-9_]+"' "$j" | head -1 | tr -d '"')
+    counts="HGMMA=$(grep -cE 'HGMMA' <<<"$sass") QGMMA=$(grep -cE 'QGMMA' <<<"$sass")"
+    counts+=" LDL/STL=$(grep -cE '\b(LDL|STL)\b' <<<"$sass")"
+    note "$entry $defs: $res $counts $(grep -oE '[HQ]GMMA\.[0-9x]+\.[A-Z0-9.]+' <<<"$sass" | sort -u | tr '\n' ' ')"
   done
 fi
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bars call on a final commit (on the GPU machine, carry .deps): `bash dev/sm90/calls/bars.sh <commit>`.
-# ~500 s: build; the sm90 bench as `auto` runs it (bf16, FP8 W8A16, NVFP4, FP8 W8A8; Mistral-Small-4
+# ~560 s: build; the sm90 bench as `auto` runs it (bf16, FP8 W8A16, NVFP4, FP8 W8A8; Mistral-Small-4
 # and DeepSeek-V3; T = 1 ... 36308); the compiler's resource report for every sm90 GEMM the bench
 # compiled; the W8A8 stress with the planner's choice; then the sm90 GPU tests as a user gets them
 # (the auto pass) until the call's time is spent. Results under $OUT/r.tgz, written as it goes.
@@ -20,7 +20,7 @@ bench a8 MOEFORGE_BENCH_WEIGHTS=fp8 MOEFORGE_BENCH_ACTIVATIONS=fp8
 OUT=/tmp/o/stress MOEFORGE_STRESS_MINUTES=0.5 MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8" \
   bash tests/gpu/run_all.sh $C stress > /tmp/o/stress.log 2>&1
 echo "== stress at $(el)s: $(grep -E '^stress' /tmp/o/stress.log | head -1)"; T
-left=$(( 560 - $(el) ))
+left=$(( 500 - $(el) ))
 [ $left -gt 30 ] && OUT=/tmp/o/t MOEFORGE_TEST_PASSES=default MOEFORGE_GPU_FILTER='Sm90*:Robust*-RobustLongPrefill.*' \
   MOEFORGE_TEST_SECONDS=$left bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1
 echo "== tests at $(el)s: $(grep -E '^gpu tests' /tmp/o/t.log | tail -1)"; T
