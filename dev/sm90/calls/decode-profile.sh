@@ -3,7 +3,7 @@
 # 1.05): ncu's kernel table of one forward (the profile stage of run_all.sh: time, DRAM %, L2 hit,
 # issue %, SM imbalance per kernel) for bf16, FP8 W8A16, W8A8 and NVFP4 at T = 8, 128 and 512,
 # Mistral-Small-4, the sm90 backend as `auto` runs it; then the decode GEMM's stall sections at
-# T = 128 for bf16. On the GPU machine (carry .deps): `bash dev/sm90/calls/decode-profile.sh <commit>`,
+# T = 128 for bf16 (the sections take the first T listed). On the GPU machine (carry .deps): `bash dev/sm90/calls/decode-profile.sh <commit>`,
 # ~300 s. Results under $OUT/r.tgz. Compare each GEMM's time with its weight bytes / the read
 # ceiling (bench's ceilings), and the sum of the small kernels with the bench's time minus the GEMMs.
 C=${1:?commit}
@@ -13,11 +13,11 @@ T() { tar czf $O/r.tgz -C /tmp/o . 2>/dev/null; }
 OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log
 prof() {  # name, weights, activations, extra env...
   local n=$1 w=$2 a=$3; shift 3
-  env "$@" OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="8 128 512" MOEFORGE_PROFILE_BACKEND=sm90 \
-    MOEFORGE_PROFILE_WEIGHTS=$w MOEFORGE_PROFILE_ACTIVATIONS=$a bash tests/gpu/run_all.sh $C profile > /tmp/o/$n.log 2>&1
+  env OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="8 128 512" MOEFORGE_PROFILE_BACKEND=sm90 \
+    MOEFORGE_PROFILE_WEIGHTS=$w MOEFORGE_PROFILE_ACTIVATIONS=$a "$@" bash tests/gpu/run_all.sh $C profile > /tmp/o/$n.log 2>&1
   echo "== $n at $(el)s"; grep -E "^-- T=|moe_sm90" /tmp/o/$n.log | head -12; T
 }
-prof bf16 bf16 bf16 MOEFORGE_PROFILE_SECTIONS="SpeedOfLight MemoryWorkloadAnalysis WarpStateStats"
+prof bf16 bf16 bf16 MOEFORGE_PROFILE_TOKENS="128 8 512" MOEFORGE_PROFILE_SECTIONS="SpeedOfLight MemoryWorkloadAnalysis WarpStateStats"
 prof fp8 fp8 bf16
 prof w8a8 fp8 fp8
 prof nvfp4 nvfp4 bf16
