@@ -5,7 +5,7 @@
 # compiled; the W8A8 stress with the planner's choice; then the sm90 GPU tests as a user gets them
 # (the auto pass) until the call's time is spent. Results under $OUT/r.tgz, written as it goes.
 C=${1:?commit}
-O=$OUT; t0=$(date +%s); mkdir -p /tmp/o
+O=$OUT; t0=$(date +%s); rm -rf /tmp/o; mkdir -p /tmp/o  # a warm machine keeps the last call's /tmp
 el() { echo $(( $(date +%s) - t0 )); }
 T() { tar czf $O/r.tgz -C /tmp/o . 2>/dev/null; }
 OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log

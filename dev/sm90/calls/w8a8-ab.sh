@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# A/B of dev/sm90/patches/w8a8-six-stages.patch (on the GPU machine, carry .deps and .ab):
-#   here: git checkout -b six && git am dev/sm90/patches/w8a8-six-stages.patch
+# A/B of a W8A8 kernel patch from dev/sm90/patches/ against main, in one call (on the GPU machine,
+# carry .deps and .ab), e.g. w8a8-wide-fence.patch or w8a8-six-stages.patch:
+#   here: git checkout -b ab main && git am dev/sm90/patches/<patch>
 #         rm -rf .ab && mkdir -p .ab/main && git archive main | tar x -C .ab/main
-#   then: bash dev/sm90/calls/w8a8-six-stages-ab.sh <six's commit> <main's commit>   (~450 s)
-# Also the W8A8 stress on the patched tree: the planner's choice (QGMMA decode GEMMs below 22.6
-# rows per expert, the patched wide ones above) and the decode GEMMs forced at every token tile.
+#   then: bash dev/sm90/calls/w8a8-ab.sh <the branch's commit> <main's commit>   (~340 s)
+# The patched tree's W8A8 tests with the wide GEMMs forced, its W8A8 stress (the planner's choice,
+# then the decode GEMMs forced at every token tile), and the W8A8 bench of both trees at
+# T = 512 (the decode GEMMs: the call's noise floor), 2048, 8192 and 36308, both models.
 C=${1:?commit} BASE=${2:?baseline commit}
-O=$OUT; t0=$(date +%s); mkdir -p /tmp/o
+O=$OUT; t0=$(date +%s); rm -rf /tmp/o; mkdir -p /tmp/o  # a warm machine keeps the last call's /tmp
 el() { echo $(( $(date +%s) - t0 )); }
 T() { tar czf $O/r.tgz -C /tmp/o . 2>/dev/null; }
 OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log
