@@ -110,8 +110,9 @@ constexpr double kCrossoverRowsW8 = 1600.0;
 // forced, none with the wide GEMMs forced (bench/results/2026-12-02-b5cbb77-stress-*.json). The
 // consumer released a stage before its loads of the token scales had completed (ptxas issued the
 // arrive right after them); since d2c8c77 a proxy fence orders the two, and the same stress
-// forced to them found none: 18632 calls at BT = 64, 17441 at every tile, 8558 in sequence
-// (bench/results/2026-12-03-a6a8976-stress-*-fp8-afp8-*.json). So 22.6 again.
+// forced to them found none: 18632 calls at BT = 64 and 8558 in sequence at a6a8976, 17074 at
+// every tile at df26bcf (main's decode kernels; bench/results/2026-12-03-*-stress-*-fp8-afp8-*.json).
+// So 22.6 again.
 constexpr double kCrossoverRowsW8A8 = 22.6;
 // The 128-token decode tile (one CTA per SM, 64 accumulators a consumer thread) against the
 // 64-token one (two CTAs per SM), both forced, H200, Mistral-Small-4, us: at 989665d
