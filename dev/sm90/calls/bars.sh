@@ -5,10 +5,7 @@
 # compiled; the W8A8 stress with the planner's choice; then the sm90 GPU tests as a user gets them
 # (the auto pass) until the call's time is spent. Results under $OUT/r.tgz, written as it goes.
 C=${1:?commit}
-O=$OUT; t0=$(date +%s); rm -rf /tmp/o; mkdir -p /tmp/o  # a warm machine keeps the last call's /tmp
-el() { echo $(( $(date +%s) - t0 )); }
-T() { tar czf $O/r.tgz -C /tmp/o . 2>/dev/null; }
-OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log
+. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st; builds $C
 bench() {  # name, env...
   local n=$1; shift
   env "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" \
@@ -17,9 +14,7 @@ bench() {  # name, env...
 }
 bench w16 MOEFORGE_BENCH_WEIGHTS="bf16 fp8 nvfp4"
 bench a8 MOEFORGE_BENCH_WEIGHTS=fp8 MOEFORGE_BENCH_ACTIVATIONS=fp8
-OUT=/tmp/o/stress MOEFORGE_STRESS_MINUTES=0.5 MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8" \
-  bash tests/gpu/run_all.sh $C stress > /tmp/o/stress.log 2>&1
-echo "== stress at $(el)s: $(grep -E '^stress' /tmp/o/stress.log | head -1)"; T
+st stress MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8"
 left=$(( 500 - $(el) ))
 [ $left -gt 30 ] && OUT=/tmp/o/t MOEFORGE_TEST_PASSES=default MOEFORGE_GPU_FILTER='Sm90*:Robust*-RobustLongPrefill.*' \
   MOEFORGE_TEST_SECONDS=$left bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1

@@ -8,18 +8,10 @@
 # then the decode GEMMs forced at every token tile), and the W8A8 bench of both trees at
 # T = 512 (the decode GEMMs: the call's noise floor), 2048, 8192 and 36308, both models.
 C=${1:?commit} BASE=${2:?baseline commit}
-O=$OUT; t0=$(date +%s); rm -rf /tmp/o; mkdir -p /tmp/o  # a warm machine keeps the last call's /tmp
-el() { echo $(( $(date +%s) - t0 )); }
-T() { tar czf $O/r.tgz -C /tmp/o . 2>/dev/null; }
-OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log
+. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st; builds $C
 OUT=/tmp/o/t MOEFORGE_TEST_PASSES=sm90-wide MOEFORGE_GPU_FILTER_SM90='Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic' \
   MOEFORGE_TEST_SECONDS=120 bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1
 echo "== tests at $(el)s: $(grep -E '^gpu tests' /tmp/o/t.log | tail -1)"; T
-st() {  # name, env...
-  local n=$1; shift
-  env "$@" OUT=/tmp/o/$n MOEFORGE_STRESS_MINUTES=0.5 bash tests/gpu/run_all.sh $C stress > /tmp/o/$n.log 2>&1
-  echo "== $n ($*) at $(el)s: $(grep -E '^stress' /tmp/o/$n.log | head -1)"; grep -E "mismatch at" /tmp/o/$n.log | head -4; T
-}
 st a8-planner MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8"
 st a8-decode MOEFORGE_SM90_CROSSOVER=1e9 MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8 --max-tokens 2048"
 MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab MOEFORGE_BENCH_BACKENDS=sm90 \

@@ -1,0 +1,14 @@
+# Sourced by the call scripts here (after setting C, the commit): the shared preamble of one GPU
+# call. Outputs go under /tmp/o (emptied first: a warm machine keeps the last call's /tmp) and
+# travel back as $OUT/r.tgz, rewritten by T after each step, so a call cut by its time limit
+# still returns what it finished.
+O=$OUT; t0=$(date +%s); rm -rf /tmp/o; mkdir -p /tmp/o
+el() { echo $(( $(date +%s) - t0 )); }  # seconds since the call began
+T() { tar czf $O/r.tgz -C /tmp/o . 2>/dev/null; }
+# A 0.5-minute `moeforge stress` of $C as step <name>, with the env assignments that follow.
+st() {
+  local n=$1; shift
+  env "$@" OUT=/tmp/o/$n MOEFORGE_STRESS_MINUTES=0.5 bash tests/gpu/run_all.sh $C stress > /tmp/o/$n.log 2>&1
+  echo "== $n ($*) at $(el)s: $(grep -E '^stress' /tmp/o/$n.log | head -1)"; grep -E "mismatch at" /tmp/o/$n.log | head -4; T
+}
+OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log
