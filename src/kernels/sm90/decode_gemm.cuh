@@ -393,8 +393,9 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
       // does not wait for before the release (it hoisted the arrive above the FFMAs: no data
       // dependency), so the producer's next TMA into this stage could overtake them. The
       // proxy fence (MEMBAR + FENCE.VIEW.ASYNC) completes them first, as the PTX memory model
-      // asks between generic accesses and async-proxy writes to the same memory. (The other
-      // kernels' generic reads of a stage feed a wgmma, whose fence waits for them.)
+      // asks between generic accesses and async-proxy writes to the same memory. (fp8_gemm.cuh's
+      // scale reads are fenced the same way; the other kernels' generic reads of a stage feed a
+      // wgmma, whose fence waits for them.)
       fence_proxy_async_smem();
       if (lane == 0) mbar_arrive(smem_u32(&sm.empty[s]));  // codes and scales consumed
     }

@@ -231,8 +231,11 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         return f;
       };
       // Once q's group completed (the wgmma_wait before): its stage back to the producer, then
-      // the promotion.
+      // the promotion. The stage's scales were read with generic loads; the proxy fence
+      // completes them before the release, so the producer's next TMA into the stage cannot
+      // overtake them whatever ptxas schedules (decode_gemm.cuh's A8 loop had exactly that race).
       auto retire = [&](float (&q)[64], const InFlight& f) {
+        fence_proxy_async_smem();
         if (lane == 0) mbar_arrive(empty0 + 8 * f.stage);
         promote(fin, q, f.scales);
       };
