@@ -7,7 +7,7 @@
 # Steps: the changed tree's sm90 GPU tests with the wide GEMMs forced (AB_TESTS, a gtest filter;
 # AB_TEST_SECONDS); its stress with the planner's choice and with the decode GEMMs forced
 # (AB_STRESS=1; --weights/--activations of the formats below); the sm90 bench of both trees
-# (AB_WEIGHTS, AB_ACTIVATIONS, AB_TOKENS; both models). Include a T that both trees run the same
+# (AB_WEIGHTS, AB_ACTIVATIONS, AB_TOKENS, AB_MODELS: both by default). Include a T that both trees run the same
 # way (e.g. 512, the decode GEMMs, for a wide-GEMM change): the call's noise floor.
 # Defaults: the W8A8 call (fp8 x fp8, T = 512, 2048, 8192, 36308, stress on), ~340 s.
 C=${1:?commit} BASE=${2:?baseline commit}
@@ -24,6 +24,6 @@ if [ "${AB_STRESS:-1}" = 1 ]; then
   st decode MOEFORGE_SM90_CROSSOVER=1e9 MOEFORGE_STRESS_ARGS="$sargs --max-tokens 2048"
 fi
 MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab MOEFORGE_BENCH_BACKENDS=sm90 \
-  MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" MOEFORGE_BENCH_WEIGHTS=$W MOEFORGE_BENCH_ACTIVATIONS=$A \
+  MOEFORGE_BENCH_MODELS="${AB_MODELS:-mistral-small-4 deepseek-v3}" MOEFORGE_BENCH_WEIGHTS=$W MOEFORGE_BENCH_ACTIVATIONS=$A \
   MOEFORGE_BENCH_TOKENS=$TOK bash tests/gpu/run_all.sh $C bench > /tmp/o/ab.log 2>&1
 echo "== ab at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab.log | grep -E "^(deepseek|mistral)|^ +[0-9]+ " | cut -c1-100; T
