@@ -4,26 +4,33 @@
 #         rm -rf .ab && mkdir -p .ab/main && git archive main | tar x -C .ab/main
 #   then: bash dev/sm90/calls/ab.sh <the branch's commit> <main's commit>
 # (the call copies the working tree: check the branch out before calling, main again after).
-# Steps: the changed tree's sm90 GPU tests with the wide GEMMs forced (AB_TESTS, a gtest filter;
-# AB_TEST_SECONDS); its stress with the planner's choice and with the decode GEMMs forced
-# (AB_STRESS=1; --weights/--activations of the formats below); the sm90 bench of both trees
-# (AB_WEIGHTS, AB_ACTIVATIONS, AB_TOKENS, AB_MODELS: both by default). Include a T that both trees run the same
-# way (e.g. 512, the decode GEMMs, for a wide-GEMM change): the call's noise floor.
-# Defaults: the W8A8 call (fp8 x fp8, T = 512, 2048, 8192, 36308, stress on), ~340 s.
+# Steps, in this order:
+# - the sm90 bench of both trees for each weights:activations pair of AB_SETS ("fp8:fp8" W8A8,
+#   "bf16:" bf16, ...), AB_MODELS (both by default), AB_TOKENS. Include a T that both trees run
+#   the same way (e.g. 512, the decode GEMMs, for a wide-GEMM change): the call's noise floor;
+# - with AB_STRESS=1, the changed tree's stress (the first pair's formats) with the planner's
+#   choice, then with the decode GEMMs forced;
+# - the changed tree's sm90 GPU tests with the wide GEMMs forced (AB_TESTS, a gtest filter, or
+#   "none"), for AB_TEST_SECONDS.
+# Defaults: the W8A8 call (fp8:fp8, T = 512, 2048, 8192, 36308, both models, stress on), ~340 s.
 C=${1:?commit} BASE=${2:?baseline commit}
-W=${AB_WEIGHTS:-fp8} A=${AB_ACTIVATIONS:-} TOK=${AB_TOKENS:-512,2048,8192,36308}
-[ -z "${AB_ACTIVATIONS+x}" ] && A=fp8
 . "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st; builds $C
-OUT=/tmp/o/t MOEFORGE_TEST_PASSES=sm90-wide \
-  MOEFORGE_GPU_FILTER_SM90=${AB_TESTS:-'Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic'} \
-  MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1
-echo "== tests at $(el)s: $(grep -E '^gpu tests' /tmp/o/t.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/t.log | head; T
-sargs="--weights $W${A:+ --activations $A}"
+for set in ${AB_SETS:-fp8:fp8}; do
+  w=${set%%:*} a=${set#*:}
+  MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab-$w-$a MOEFORGE_BENCH_BACKENDS=sm90 \
+    MOEFORGE_BENCH_MODELS="${AB_MODELS:-mistral-small-4 deepseek-v3}" MOEFORGE_BENCH_WEIGHTS=$w MOEFORGE_BENCH_ACTIVATIONS=$a \
+    MOEFORGE_BENCH_TOKENS=${AB_TOKENS:-512,2048,8192,36308} bash tests/gpu/run_all.sh $C bench > /tmp/o/ab-$w-$a.log 2>&1
+  echo "== ab $w:$a at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab-$w-$a.log | grep -E "^(deepseek|mistral)|^ +[0-9]+ " | cut -c1-100; T
+done
 if [ "${AB_STRESS:-1}" = 1 ]; then
+  set=${AB_SETS:-fp8:fp8}; set=${set%% *}; w=${set%%:*} a=${set#*:}
+  sargs="--weights $w${a:+ --activations $a}"
   st planner MOEFORGE_STRESS_ARGS="$sargs"
   st decode MOEFORGE_SM90_CROSSOVER=1e9 MOEFORGE_STRESS_ARGS="$sargs --max-tokens 2048"
 fi
-MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab MOEFORGE_BENCH_BACKENDS=sm90 \
-  MOEFORGE_BENCH_MODELS="${AB_MODELS:-mistral-small-4 deepseek-v3}" MOEFORGE_BENCH_WEIGHTS=$W MOEFORGE_BENCH_ACTIVATIONS=$A \
-  MOEFORGE_BENCH_TOKENS=$TOK bash tests/gpu/run_all.sh $C bench > /tmp/o/ab.log 2>&1
-echo "== ab at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab.log | grep -E "^(deepseek|mistral)|^ +[0-9]+ " | cut -c1-100; T
+if [ "${AB_TESTS:-}" != none ]; then
+  OUT=/tmp/o/t MOEFORGE_TEST_PASSES=sm90-wide \
+    MOEFORGE_GPU_FILTER_SM90=${AB_TESTS:-'Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic'} \
+    MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1
+  echo "== tests at $(el)s: $(grep -E '^gpu tests' /tmp/o/t.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/t.log | head; T
+fi
