@@ -2,6 +2,7 @@
 # A/B of a kernel change against main in one call (on the GPU machine, carry .deps and .ab):
 #   here: commit the change on a branch (or `git am dev/sm90/patches/<patch>` on one), check it out;
 #         rm -rf .ab && mkdir -p .ab/main && git archive main | tar x -C .ab/main
+#         bash dev/sm90/calls/precheck.sh   (every kernel through NVRTC for sm_90a, here)
 #   then: bash dev/sm90/calls/ab.sh <the branch's commit> <main's commit>
 # (the call copies the working tree: check the branch out before calling, main again after).
 # Steps, in this order:
