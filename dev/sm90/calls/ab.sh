@@ -15,23 +15,20 @@
 #   "none"), for AB_TEST_SECONDS.
 # Defaults: the W8A8 call (fp8:fp8, T = 512, 2048, 8192, 36308, both models, stress on), ~340 s.
 C=${1:?commit} BASE=${2:?baseline commit}
-. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st; builds $C
-for set in ${AB_SETS:-fp8:fp8}; do
-  w=${set%%:*} a=${set#*:}
+. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
+pairs=${AB_SETS:-fp8:fp8}
+for pair in $pairs; do
+  w=${pair%%:*} a=${pair#*:}
   MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab-$w-$a MOEFORGE_BENCH_BACKENDS=sm90 \
     MOEFORGE_BENCH_MODELS="${AB_MODELS:-mistral-small-4 deepseek-v3}" MOEFORGE_BENCH_WEIGHTS=$w MOEFORGE_BENCH_ACTIVATIONS=$a \
     MOEFORGE_BENCH_TOKENS=${AB_TOKENS:-512,2048,8192,36308} bash tests/gpu/run_all.sh $C bench > /tmp/o/ab-$w-$a.log 2>&1
   echo "== ab $w:$a at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab-$w-$a.log | grep -E "^(deepseek|mistral)|^ +[0-9]+ " | cut -c1-100; T
 done
 if [ "${AB_STRESS:-1}" = 1 ]; then
-  set=${AB_SETS:-fp8:fp8}; set=${set%% *}; w=${set%%:*} a=${set#*:}
+  pair=${pairs%% *}; w=${pair%%:*} a=${pair#*:}  # the first pair's formats
   sargs="--weights $w${a:+ --activations $a}"
   st planner MOEFORGE_STRESS_ARGS="$sargs"
   st decode MOEFORGE_SM90_CROSSOVER=1e9 MOEFORGE_STRESS_ARGS="$sargs --max-tokens 2048"
 fi
-if [ "${AB_TESTS:-}" != none ]; then
-  OUT=/tmp/o/t MOEFORGE_TEST_PASSES=sm90-wide \
-    MOEFORGE_GPU_FILTER_SM90=${AB_TESTS:-'Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic'} \
-    MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1
-  echo "== tests at $(el)s: $(grep -E '^gpu tests' /tmp/o/t.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/t.log | head; T
-fi
+[ "${AB_TESTS:-}" = none ] || tst t MOEFORGE_TEST_PASSES=sm90-wide MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} \
+  MOEFORGE_GPU_FILTER_SM90=${AB_TESTS:-'Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic'}

@@ -5,7 +5,7 @@
 # compiled; the W8A8 stress with the planner's choice; then the sm90 GPU tests as a user gets them
 # (the auto pass) until the call's time is spent. Results under $OUT/r.tgz, written as it goes.
 C=${1:?commit}
-. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st; builds $C
+. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
 bench() {  # name, env...
   local n=$1; shift
   env "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" \
@@ -16,6 +16,5 @@ bench w16 MOEFORGE_BENCH_WEIGHTS="bf16 fp8 nvfp4"
 bench a8 MOEFORGE_BENCH_WEIGHTS=fp8 MOEFORGE_BENCH_ACTIVATIONS=fp8
 st stress MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8"
 left=$(( 500 - $(el) ))
-[ $left -gt 30 ] && OUT=/tmp/o/t MOEFORGE_TEST_PASSES=default MOEFORGE_GPU_FILTER='Sm90*:Robust*-RobustLongPrefill.*' \
-  MOEFORGE_TEST_SECONDS=$left bash tests/gpu/run_all.sh $C tests > /tmp/o/t.log 2>&1
-echo "== tests at $(el)s: $(grep -E '^gpu tests' /tmp/o/t.log | tail -1)"; T
+[ $left -gt 30 ] && tst t MOEFORGE_TEST_PASSES=default MOEFORGE_GPU_FILTER='Sm90*:Robust*-RobustLongPrefill.*' \
+  MOEFORGE_TEST_SECONDS=$left

@@ -11,4 +11,11 @@ st() {
   env "$@" OUT=/tmp/o/$n MOEFORGE_STRESS_MINUTES=0.5 bash tests/gpu/run_all.sh $C stress > /tmp/o/$n.log 2>&1
   echo "== $n ($*) at $(el)s: $(grep -E '^stress' /tmp/o/$n.log | head -1)"; grep -E "mismatch at" /tmp/o/$n.log | head -4; T
 }
+# The GPU tests of $C as step <name> (run_all.sh's tests stage), with the env assignments that
+# follow (MOEFORGE_TEST_PASSES, filters, MOEFORGE_TEST_SECONDS); its record back at once.
+tst() {
+  local n=$1; shift
+  env "$@" OUT=/tmp/o/$n bash tests/gpu/run_all.sh $C tests > /tmp/o/$n.log 2>&1
+  echo "== $n at $(el)s: $(grep -E '^gpu tests' /tmp/o/$n.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/$n.log | head -5; T
+}
 OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log

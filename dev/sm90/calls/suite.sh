@@ -6,9 +6,5 @@
 # its time limit still returns the passes it finished. (Session 20 ran the default pass alone
 # under one 540 s limit and got nothing back from that call: it had copied its outputs at the end.)
 C=${1:?commit} PASSES=${2:-default sm90-wide sm90-decode}
-. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st; builds $C
-for p in $PASSES; do
-  OUT=/tmp/o/$p MOEFORGE_TEST_PASSES=$p MOEFORGE_TEST_SECONDS=${SUITE_SECONDS:-170} \
-    bash tests/gpu/run_all.sh $C tests > /tmp/o/$p.log 2>&1
-  echo "== $p at $(el)s: $(grep -E '^gpu tests' /tmp/o/$p.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/$p.log | head -5; T
-done
+. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
+for p in $PASSES; do tst $p MOEFORGE_TEST_PASSES=$p MOEFORGE_TEST_SECONDS=${SUITE_SECONDS:-170}; done
