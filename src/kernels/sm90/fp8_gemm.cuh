@@ -266,7 +266,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       epi.begin_tile(mt, c, r_local);
 #pragma unroll
       for (int j = 0; j < Epilogue::kBoxes; ++j, ++boxes)
-        sm90::store_box(epi, fin, j, reinterpret_cast<unsigned char*>(sm.d[c][boxes & 1]), &tm_d, nt, m_row0, c,
+        sm90::store_box(epi, fin, j, j, reinterpret_cast<unsigned char*>(sm.d[c][boxes & 1]), &tm_d, nt, m_row0, c,
                         r_local, g, t, tid);
       if (half) sm90::half_tile_done();
     }

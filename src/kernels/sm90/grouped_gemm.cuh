@@ -11,15 +11,12 @@
 // Padding rows of A hold whatever the workspace held (sm90/gather.cuh): each output row
 // depends on its own A row only and nothing reads padding rows of h or y.
 //
-// Half tiles (sm90/tiles.cuh, half_tile): on an expert's last tile holding at most 64 of its
-// rows, consumer 1's rows are all padding, so it skips the tile (skip_tile: the same waits,
-// dequantization, barriers and stage releases, no wgmma, no store). The producer passes the
-// tile's flag with the tile itself (tiles.cuh tile_word). Consumer 1 then waits for consumer
-// 0's epilogue (tiles.cuh half_tile_wait) so the two start every tile together, as on full tiles (a
-// consumer ahead by a few k-blocks would hold stages the other still needs, a shallower ring
-// for it; reasoning, not measured on its own). A wgmma under a branch inside the k-loop makes
-// ptxas serialize every wgmma of the loop (a WARPGROUP.DEPBAR after each), hence a separate
-// loop.
+// Half tiles (sm90/tile_words.cuh, half_tile): on an expert's last tile holding at most 64 of
+// its rows, rows 64-127 are all padding. Both consumers then work on rows 0-63, each on its
+// column half (m64n128 wgmmas on B rows c*128 .., mma_tile<128>), so the tile takes about half
+// a full tile's time on both warpgroups, where the second used to pass over it while the first
+// ran m64n256 alone. The producer passes the tile's flag with the tile itself (tiles.cuh
+// tile_word); both consumers take the same path, so their barriers and stage releases match.
 //
 // Weights are the portable backend's prepared layout (src/backends/portable/layout.cpp; NVFP4
 // codes bit-permuted per 32-bit word, w4_format.cuh):
@@ -207,24 +204,70 @@ __device__ __forceinline__ void load_b(Smem& sm, u32 it, int c, int tid) {
 }
 #endif
 
-// Consumer 1 on a half tile: every wait, dequantization, barrier and stage release of the
-// wgmma loop, in the same order, without a wgmma; `it` advances by k_blocks.
-__device__ __forceinline__ void skip_tile(Smem& sm, u32& it, int k_blocks, int c, int tid, int lane) {
+// One tile's k-loop for consumer warpgroup c, into acc: kN = 256 on a full tile (its 64 rows,
+// A rows c*64.., x the tile's 256 columns), 128 on a half tile (the tile's first 64 rows x
+// columns c*128 .. c*128+127, B rows from c*128: acc[0 .. 63], the first 64 of the m64n256
+// fragment layout). A separate instantiation per shape: a wgmma under a branch inside the
+// k-loop makes ptxas serialize every wgmma of the loop.
+//
+// One wgmma group per k-block, kept one deep in flight: after issuing block kb, wait until at
+// most one group is pending (block kb's), i.e. block kb - 1 finished reading its stage, and
+// release that stage. The tensor pipe never drains between k-blocks. W4: gs, the expert's
+// global scale, multiplies the result.
+template <int kN>
+__device__ __forceinline__ void mma_tile(Smem& sm, u32& it, int k_blocks, float (&acc)[128], float gs, int c,
+                                         int tid, int lane) {
+  static_assert(kN == 256 || kN == 128, "a full tile or a half tile's column half");
+  const u32 a_off = kN == 256 ? c * 64 * 128 : 0, b_off = kN == 256 ? 0 : c * 128 * 128;  // bytes (128-B rows)
+  u32 prev_s = 0;
 #if W4
   if (k_blocks > 0) first_b(sm, it, c, tid);
-  for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-    if (kb + 1 < k_blocks) next_b(sm, it, c, tid);
-    if (lane == 0) mbar_arrive(smem_u32(&sm.empty[stage_of(it)]));  // dequantized: done with it
-    if (kb + 1 < k_blocks) named_bar_sync(3, 256);
-  }
 #elif W8
   if (k_blocks > 0) load_b(sm, it, c, tid);
+#endif
   for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-    if (lane == 0) mbar_arrive(smem_u32(&sm.empty[stage_of(it)]));  // dequantized: done with it
+    const u32 s = stage_of(it);
+#if !W4 && !W8
+    mbar_wait(smem_u32(&sm.full[s]), phase_of(it));  // (W4, W8: waited before dequantizing this stage)
+#endif
+    wgmma_fence();
+#pragma unroll
+    for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+    const u32 a_addr = smem_u32(sm.a[s]) + a_off, b_addr = smem_u32(sm.b[it % kBTiles]) + b_off;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const u64 da = wgmma_desc_k128b(a_addr + kk * 32), db = wgmma_desc_k128b(b_addr + kk * 32);
+      const u32 accumulate = (kb > 0 || kk > 0) ? 1u : 0u;
+      if constexpr (kN == 256)
+        wgmma_m64n256k16_bf16_ss(acc, da, db, accumulate);
+      else
+        wgmma_m64n128k16_bf16_ss(acc, da, db, accumulate);  // acc[0 .. 63]
+    }
+    wgmma_commit();
+#if W4
+    const bool more = kb + 1 < k_blocks;
+    if (more) next_b(sm, it, c, tid);  // while this k-block's group runs
+#endif
+    wgmma_wait<1>();
+#pragma unroll
+    for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+    if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+    prev_s = s;
+#if W4
+    if (more) named_bar_sync(3, 256);  // both halves of the next B tile are written
+#elif W8
+    // While this k-block's group runs: the next one's B, into the buffer of group it - 1,
+    // once both warpgroups have seen theirs complete (the wait just above).
     if (kb + 1 < k_blocks) load_b(sm, it + 1, c, tid);
+#endif
   }
-#else
-  pass_stages(sm.full, sm.empty, it, k_blocks, lane);
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
+  if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
+#if W4
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) acc[i] *= gs;  // the expert's global scale (x 2^8), its columns only
 #endif
 }
 
@@ -283,69 +326,39 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
       const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
       if (word == kNoMoreTiles) break;
       const auto [mt, nt] = tile_mn(word_tile(word), n_tiles);
-      const bool half = word_half(word);
-      if (half && c == 1) {
-        skip_tile(sm, it, k_blocks, c, tid, lane);
-        half_tile_wait();
-        continue;
-      }
-      // One wgmma group per k-block, kept one deep in flight: after issuing block kb, wait
-      // until at most one group is pending (block kb's), i.e. block kb - 1 finished reading
-      // its stage, and release that stage. The tensor pipe never drains between k-blocks.
-      u32 prev_s = 0;
-#if W4
-      if (k_blocks > 0) first_b(sm, it, c, tid);
-#elif W8
-      if (k_blocks > 0) load_b(sm, it, c, tid);
-#endif
-      for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-        const u32 s = stage_of(it);
-#if !W4 && !W8
-        mbar_wait(smem_u32(&sm.full[s]), phase_of(it));  // (W4, W8: waited before dequantizing this stage)
-#endif
-        wgmma_fence();
-#pragma unroll
-        for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
-        const u32 a_addr = smem_u32(sm.a[s]) + c * 64 * 128, b_addr = smem_u32(sm.b[it % kBTiles]);
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)
-          wgmma_m64n256k16_bf16_ss(acc, wgmma_desc_k128b(a_addr + kk * 32), wgmma_desc_k128b(b_addr + kk * 32),
-                                   (kb > 0 || kk > 0) ? 1u : 0u);
-        wgmma_commit();
-#if W4
-        const bool more = kb + 1 < k_blocks;
-        if (more) next_b(sm, it, c, tid);  // while this k-block's group runs
-#endif
-        wgmma_wait<1>();
-#pragma unroll
-        for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
-        if (kb > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-        prev_s = s;
-#if W4
-        if (more) named_bar_sync(3, 256);  // both halves of the next B tile are written
-#elif W8
-        // While this k-block's group runs: the next one's B, into the buffer of group it - 1,
-        // once both warpgroups have seen theirs complete (the wait just above).
-        if (kb + 1 < k_blocks) load_b(sm, it + 1, c, tid);
-#endif
-      }
-      wgmma_wait<0>();
-#pragma unroll
-      for (int i = 0; i < 128; ++i) reg_fence(acc[i]);
-      if (k_blocks > 0 && lane == 0) mbar_arrive(smem_u32(&sm.empty[prev_s]));
-
+      // W4 runs half tiles as full ones (its second consumer's rows are padding, stored to
+      // padding rows): with both shapes in the kernel ptxas serializes its wgmmas (C7515, the
+      // dequantization's registers), and the planner never picks the W4 wide GEMMs (plan.cpp).
+      const bool half = !W4 && word_half(word);
 #if W4
       const float gs = gscale[tile_expert[mt]] * float(1 << w4::kEpilogueExp);  // global scale, 2^8
-#pragma unroll
-      for (int i = 0; i < 128; ++i) acc[i] *= gs;
+#else
+      const float gs = 1.f;
 #endif
-      // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
-      const int m_row0 = mt * BM + c * 64;
-      epi.begin_tile(mt, c, r0);
+      if (half)
+        mma_tile<BN / 2>(sm, it, k_blocks, acc, gs, c, tid, lane);
+      else
+        mma_tile<BN>(sm, it, k_blocks, acc, gs, c, tid, lane);
+
+      // ---- epilogue: 64 x 64 bf16 boxes through swizzled smem, TMA store: all kBoxes of its
+      // 64 rows on a full tile; on a half tile the tile's first 64 rows, its column half's boxes.
+      const int rows = half ? 0 : c;  // which 64 rows of the tile
+      const int m_row0 = mt * BM + rows * 64;
+      epi.begin_tile(mt, rows, r0);
+      // (Two loops: a loop with an exit ptxas does not unroll, and acc indexed by a variable
+      // lives in local memory.)
+      auto box = [&](int j, int col_j) {
+        store_box(epi, acc, j, col_j, reinterpret_cast<unsigned char*>(sm.d[c][j & 1]), tm_d, nt, m_row0, c, r0, g, t,
+                  tid);
+      };
+      constexpr int kHalfBoxes = Epilogue::kBoxes / 2;
+      if (half) {
 #pragma unroll
-      for (int j = 0; j < Epilogue::kBoxes; ++j)
-        store_box(epi, acc, j, reinterpret_cast<unsigned char*>(sm.d[c][j & 1]), tm_d, nt, m_row0, c, r0, g, t, tid);
-      if (half) half_tile_done();
+        for (int j = 0; j < kHalfBoxes; ++j) box(j, c * kHalfBoxes + j);
+      } else {
+#pragma unroll
+        for (int j = 0; j < Epilogue::kBoxes; ++j) box(j, j);
+      }
     }
     if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
   }

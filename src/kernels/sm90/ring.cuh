@@ -40,7 +40,7 @@ __device__ __forceinline__ int stage_word(u64 (&full)[STAGES], const int (&word)
 }
 
 // A consumer warp with nothing to compute for the next k_blocks stages (its rows of a tile are
-// padding: tiles.cuh, half_tile) still takes part in the ring: it waits for each stage to land
+// padding: tile_words.cuh half_tile, in fp8_gemm.cuh) still takes part in the ring: it waits for each stage to land
 // and releases it, so empty[] sees the same arrivals. Waiting for the fill first matters: an
 // early release would count toward the stage's previous use. `it` (the stage counter, stage
 // it % STAGES, phase (it / STAGES) & 1) advances past them.

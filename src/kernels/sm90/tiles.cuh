@@ -54,9 +54,9 @@ __device__ __forceinline__ void produce_tiles(u64 (&full)[STAGES], u64 (&empty)[
   mbar_arrive(smem_u32(&full[it % STAGES]));
 }
 
-// Half tiles keep the two consumer warpgroups (256 threads) starting every tile together: after
-// passing over a half tile, consumer 1 waits (half_tile_wait) until consumer 0 has issued the
-// tile's stores (half_tile_done), on a named barrier of its own.
+// fp8_gemm.cuh's half tiles keep its two consumer warpgroups (256 threads) starting every tile
+// together: after passing over a half tile, consumer 1 waits (half_tile_wait) until consumer 0
+// has issued the tile's stores (half_tile_done), on a named barrier of its own.
 constexpr u32 kHalfTileBar = 4;
 __device__ __forceinline__ void half_tile_wait() { named_bar_sync(kHalfTileBar, 256); }
 __device__ __forceinline__ void half_tile_done() { named_bar_arrive(kHalfTileBar, 256); }
@@ -117,12 +117,14 @@ struct TileEpilogue {
 };
 #endif
 
-// Output box j (64 x 64 bf16) of consumer c's rows of tile (mt, nt), through its smem buffer
-// `box`: thread 0 waits until the store that last read the buffer is done reading, the
-// warpgroup fills it (epi.fill, swizzled) and hands it to the async proxy, thread 0 issues the
-// TMA store. Named barrier 1 + c: the consumer's 128 threads.
+// Box j of consumer c's accumulators (64 x 64 bf16, its rows from m_row0), stored as output
+// box col_j of n-tile nt (j itself, except on grouped_gemm.cuh's half tiles, where consumer c
+// holds the tile's column half c), through its smem buffer `box`: thread 0 waits until the
+// store that last read the buffer is done reading, the warpgroup fills it (epi.fill, swizzled)
+// and hands it to the async proxy, thread 0 issues the TMA store. Named barrier 1 + c: the
+// consumer's 128 threads.
 template <class Epilogue, int N>
-__device__ __forceinline__ void store_box(Epilogue& epi, const float (&acc)[N], int j, unsigned char* box,
+__device__ __forceinline__ void store_box(Epilogue& epi, const float (&acc)[N], int j, int col_j, unsigned char* box,
                                           const void* tm_d, int nt, int m_row0, int c, int r0, int g, int t,
                                           int tid) {
   if (tid == 0) tma_store_wait_read<1>();
@@ -131,7 +133,7 @@ __device__ __forceinline__ void store_box(Epilogue& epi, const float (&acc)[N], 
   fence_proxy_async_smem();  // generic-proxy smem writes -> visible to the TMA store
   named_bar_sync(1 + c, 128);
   if (tid == 0) {
-    tma_store_2d(tm_d, epi.col(nt, j), m_row0, smem_u32(box));
+    tma_store_2d(tm_d, epi.col(nt, col_j), m_row0, smem_u32(box));
     tma_store_commit();
   }
 }

@@ -102,7 +102,11 @@ __device__ __forceinline__ u64 wgmma_desc_add(u64 desc, u32 bytes) {
 //     p(scale_d), 1, 1, 0, 0;   (PTX 8.0, sm_90a)
 // D[64x128] (+)= A[64x16] * B[16x128]; A and B both from shared memory, both K-major
 // (imm-trans-a = imm-trans-b = 0), scale-a = scale-b = +1. scale_d == 0 ignores the old D.
-__device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], u64 desc_a, u64 desc_b, u32 scale_d) {
+// D is d[0 .. 63]: an m64n256 accumulator array (N = 128) takes the first 128 columns' part
+// of that fragment layout, with no cast that would take the array's address.
+template <int N>
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[N], u64 desc_a, u64 desc_b, u32 scale_d) {
+  static_assert(N >= 64, "64 accumulator registers");
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
