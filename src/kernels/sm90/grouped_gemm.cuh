@@ -347,17 +347,18 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
       epi.begin_tile(mt, rows, r0);
       // (Two loops: a loop with an exit ptxas does not unroll, and acc indexed by a variable
       // lives in local memory.)
-      auto box = [&](int j, int col_j) {
-        store_box(epi, acc, j, col_j, reinterpret_cast<unsigned char*>(sm.d[c][j & 1]), tm_d, nt, m_row0, c, r0, g, t,
-                  tid);
+      // (nt passed in: C++17, which NVRTC compiles, cannot capture a structured binding.)
+      auto box = [&](int j, int col_j, int n_tile) {
+        store_box(epi, acc, j, col_j, reinterpret_cast<unsigned char*>(sm.d[c][j & 1]), tm_d, n_tile, m_row0, c, r0, g,
+                  t, tid);
       };
       constexpr int kHalfBoxes = Epilogue::kBoxes / 2;
       if (half) {
 #pragma unroll
-        for (int j = 0; j < kHalfBoxes; ++j) box(j, c * kHalfBoxes + j);
+        for (int j = 0; j < kHalfBoxes; ++j) box(j, c * kHalfBoxes + j, nt);
       } else {
 #pragma unroll
-        for (int j = 0; j < Epilogue::kBoxes; ++j) box(j, j);
+        for (int j = 0; j < Epilogue::kBoxes; ++j) box(j, j, nt);
       }
     }
     if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
