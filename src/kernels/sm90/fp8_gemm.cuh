@@ -30,9 +30,10 @@
 // ptxas honours only because no `trap` is reachable from them (sm90/wait.cuh). N = 256 would
 // need 384.
 //
-// Roles, persistence, tile order (claimed in order), half tiles (consumer 1 passes over a
-// tile whose rows of its half are all padding), epilogue (swizzled 64 x 64 boxes, TMA
-// stores): as grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
+// Roles, persistence, tile order (claimed in order), half tiles (GEMM 2: split by columns
+// between the consumers, m64n64 each, as grouped_gemm.cuh; GEMM 1: consumer 1 passes over them,
+// its column half being half a store box), epilogue (swizzled 64 x 64 boxes, TMA stores): as
+// grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
 //
 // Defines: GEMM_STAGE, ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_FP8_SMEM_BYTES (the host's
 // launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
@@ -70,15 +71,22 @@ constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
 static_assert(kSmemBytes == SM90_FP8_SMEM_BYTES, "the host's fp8 GEMM smem size must match");
 
-// One k-block: 4 x m64n128k32 into p (fresh: the first ignores p's old value), from the
-// stage's A and B tiles (descriptors of their first k32 step).
+// One k-block: 4 x m64nNk32 into p (fresh: the first ignores p's old value), from the
+// stage's A and B tiles (descriptors of their first k32 step). N = 128: a consumer's 64 rows
+// x the tile's 128 columns (p[0 .. 63]); N = 64: a half tile's column half (p[0 .. 31]).
+template <int N>
 __device__ __forceinline__ void issue_block(float (&p)[64], u64 a_desc, u64 b_desc) {
   wgmma_fence();
 #pragma unroll
   for (int i = 0; i < 64; ++i) reg_fence(p[i]);
 #pragma unroll
-  for (int kk = 0; kk < BK / 32; ++kk)
-    wgmma_m64n128k32_e4m3_ss(p, wgmma_desc_add(a_desc, kk * 32), wgmma_desc_add(b_desc, kk * 32), kk > 0 ? 1u : 0u);
+  for (int kk = 0; kk < BK / 32; ++kk) {
+    const u64 da = wgmma_desc_add(a_desc, kk * 32), db = wgmma_desc_add(b_desc, kk * 32);
+    if constexpr (N == 128)
+      wgmma_m64n128k32_e4m3_ss(p, da, db, kk > 0 ? 1u : 0u);
+    else
+      wgmma_m64n64k32_e4m3_ss(p, da, db, kk > 0 ? 1u : 0u);
+  }
   wgmma_commit();
 }
 
@@ -109,12 +117,15 @@ struct PromoteScales {
   }
 };
 
-// final += p * scale for this thread's rows r0, r0 + 8 (within the tile), chunks q.
+// final += p * scale for this thread's rows r0, r0 + 8 (within the tile), its N / 8 chunks q
+// (N as in issue_block: a half tile's chunks are its column half's, which starts at an even
+// chunk, so the parity of q is the tile's).
+template <int N>
 __device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const PromoteScales& bs) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) reg_fence(p[i]);
 #pragma unroll
-  for (int q = 0; q < 16; ++q) {
+  for (int q = 0; q < N / 8; ++q) {
     fin[4 * q + 0] = fmaf(p[4 * q + 0], bs.s[0][q & 1], fin[4 * q + 0]);
     fin[4 * q + 1] = fmaf(p[4 * q + 1], bs.s[0][q & 1], fin[4 * q + 1]);
     fin[4 * q + 2] = fmaf(p[4 * q + 2], bs.s[1][q & 1], fin[4 * q + 2]);
@@ -195,25 +206,28 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
 #if GEMM_STAGE == 2
     epi.row_scale = row_scale;
 #endif
-    // Stage 0's operand descriptors (this consumer's 64 rows of A), barriers and A scales of
-    // this thread's rows, advanced per stage: no address is rebuilt in the k-loop.
+    // Stage 0's operand descriptors, barriers and A scales of this thread's rows, advanced per
+    // stage: no address is rebuilt in the k-loop. A full tile: this consumer's 64 rows of A x
+    // all 128 rows of B. A half tile of GEMM 2 (the tile's rows 64-127 are padding): the first
+    // 64 rows of A x this consumer's 64 rows of B (its column half), so both warpgroups work
+    // on it; GEMM 1's consumer 1 still passes over half tiles (its column half would be 32
+    // features: half a store box).
     const u64 a_desc0 = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK);
     const u64 b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
     const u32 full0 = smem_u32(&sm.full[0]), empty0 = smem_u32(&sm.empty[0]);
     const u32 as_row = smem_u32(&sm.as[0][4 * r_tile]), bs0 = smem_u32(sm.bs[0]);
+#if GEMM_STAGE == 2
+    const u64 a_desc_half = wgmma_desc_k128b(smem_u32(sm.a[0]));
+    const u64 b_desc_half = wgmma_desc_k128b(smem_u32(sm.b[0]) + c * 64 * BK);
+    const u32 as_row_half = smem_u32(&sm.as[0][4 * r_local]);
+#endif
     float fin[64], p[64], p1[64];
     u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
     u32 it = 0;
-    for (;;) {
-      const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
-      if (word == sm90::kNoMoreTiles) break;
-      const auto [mt, nt] = sm90::tile_mn(sm90::word_tile(word), n_tiles);
-      const bool half = sm90::word_half(word);
-      if (c == 1 && half) {
-        pass_stages(sm.full, sm.empty, it, k_blocks, lane);
-        sm90::half_tile_wait();
-        continue;
-      }
+    // One tile's k-loop into fin: N = 128 (a full tile) or 64 (a half tile's column half, the
+    // first 32 registers of each set), from descriptors a_d / b_d and A scales at as_r.
+    auto k_loop = [&](auto n, u64 a_d, u64 b_d, u32 as_r) {
+      constexpr int N = decltype(n)::value;
 #pragma unroll
       for (int i = 0; i < 64; ++i) fin[i] = 0.f;
       // The ring position, advanced by a compare instead of a division by STAGES per k-block.
@@ -224,8 +238,8 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       // at the same time, the tensor cores idle: ncu 49 % tensor-active at T = 8192).
       auto issue = [&](float (&q)[64], int kb) {
         mbar_wait(full0 + 8 * s, ph);
-        const BlockScales block_scales(as_row, bs0, s, kb);
-        issue_block(q, wgmma_desc_add(a_desc0, s * BM * BK), wgmma_desc_add(b_desc0, s * BN * BK));
+        const BlockScales block_scales(as_r, bs0, s, kb);
+        issue_block<N>(q, wgmma_desc_add(a_d, s * BM * BK), wgmma_desc_add(b_d, s * BN * BK));
         const InFlight f{PromoteScales(block_scales), s};
         if (++s == STAGES) s = 0, ph ^= 1u;
         return f;
@@ -237,7 +251,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       auto retire = [&](float (&q)[64], const InFlight& f) {
         fence_proxy_async_smem();
         if (lane == 0) mbar_arrive(empty0 + 8 * f.stage);
-        promote(fin, q, f.scales);
+        promote<N>(fin, q, f.scales);
       };
       InFlight even = issue(p, 0);  // k_blocks >= 1 (K >= 128)
       int kb = 0;
@@ -260,15 +274,47 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         retire(p, even);
       }
       it += k_blocks;
+    };
+    for (;;) {
+      const int word = stage_word(sm.full, sm.tile, it);  // CTA-uniform
+      if (word == sm90::kNoMoreTiles) break;
+      const auto [mt, nt] = sm90::tile_mn(sm90::word_tile(word), n_tiles);
+      const bool half = sm90::word_half(word);
+#if GEMM_STAGE == 1
+      if (c == 1 && half) {
+        pass_stages(sm.full, sm.empty, it, k_blocks, lane);
+        sm90::half_tile_wait();
+        continue;
+      }
+      constexpr bool split = false;
+      k_loop(Constant<128>{}, a_desc0, b_desc0, as_row);
+#else
+      const bool split = half;
+      if (split)
+        k_loop(Constant<64>{}, a_desc_half, b_desc_half, as_row_half);
+      else
+        k_loop(Constant<128>{}, a_desc0, b_desc0, as_row);
+#endif
 
-      // ---- epilogue: kBoxes boxes of 64 x 64 bf16 through swizzled smem, TMA store.
-      const int m_row0 = mt * BM + c * 64;
-      epi.begin_tile(mt, c, r_local);
+      // ---- epilogue: 64 x 64 bf16 boxes through swizzled smem, TMA store: all kBoxes of the
+      // consumer's rows, or on a split half tile the one box of its column half (rows 0-63).
+      const int rows = split ? 0 : c;  // which 64 rows of the tile
+      const int m_row0 = mt * BM + rows * 64;
+      epi.begin_tile(mt, rows, r_local);
+      // (nt passed in: C++17, which NVRTC compiles, cannot capture a structured binding.)
+      auto box = [&](int j, int col_j, int n_tile) {
+        sm90::store_box(epi, fin, j, col_j, reinterpret_cast<unsigned char*>(sm.d[c][boxes++ & 1]), &tm_d, n_tile,
+                        m_row0, c, r_local, g, t, tid);
+      };
+      if (split) {
+        box(0, c, nt);
+      } else {
 #pragma unroll
-      for (int j = 0; j < Epilogue::kBoxes; ++j, ++boxes)
-        sm90::store_box(epi, fin, j, j, reinterpret_cast<unsigned char*>(sm.d[c][boxes & 1]), &tm_d, nt, m_row0, c,
-                        r_local, g, t, tid);
+        for (int j = 0; j < Epilogue::kBoxes; ++j) box(j, j, nt);
+      }
+#if GEMM_STAGE == 1
       if (half) sm90::half_tile_done();
+#endif
     }
     if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
   };
