@@ -1,7 +1,8 @@
 // The sm90 FP8 activation quantizer (kernels/sm90/quantize.cuh, moe_sm90_quantize_rows) against
 // formats::quantize_fp8_group128, bit for bit: codes and scales written in place over the bf16
-// rows, for an odd and an even number of 128-groups per row, rows past the expert's count left
-// untouched. Rows hold random values at random magnitudes, all-zero groups, groups with a NaN or
+// rows, the scales in each row (decode GEMMs) or transposed per 128-row tile (wide GEMMs), for
+// an odd and an even number of 128-groups per row, rows past the expert's count left untouched
+// (but for the tiled scales' slots in a tile's first four rows). Rows hold random values at random magnitudes, all-zero groups, groups with a NaN or
 // an Inf, and groups whose values sit exactly on e4m3 rounding ties (amax = 448 x 2^e makes the
 // scale 2^e exact, so x / scale lands on the midpoint).
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/device_buffer.hpp"
@@ -57,28 +60,42 @@ std::vector<uint16_t> make_rows(int64_t n, int64_t k, uint64_t seed) {
 bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, 4) == 0; }
 
 // Runs the kernel over rows [0, count) of an n-row buffer (one expert) and returns the buffer.
-std::vector<uint16_t> run_quantizer(const std::vector<uint16_t>& rows, int64_t n, int64_t k, int count) {
-  const rt::LoadedKernel& kern = rt::load_kernel(0, sm90::quantize_kernel(k));
+std::vector<uint16_t> run_quantizer(const std::vector<uint16_t>& rows, int64_t n, int64_t k, int count, bool tiled) {
+  const rt::LoadedKernel& kern = rt::load_kernel(0, sm90::quantize_kernel(k, tiled));
   const int tiles = int((n + 127) / 128);
   DeviceBuffer buf = DeviceBuffer::from_host(0, rows);
   DeviceBuffer counts = DeviceBuffer::from_host(0, std::vector<int32_t>{count});
   DeviceBuffer seg = DeviceBuffer::from_host(0, std::vector<int64_t>{0});
   DeviceBuffer ntiles = DeviceBuffer::from_host(0, std::vector<int32_t>{tiles});
   DeviceBuffer texp = DeviceBuffer::from_host(0, std::vector<int32_t>(size_t(tiles), 0));
-  rt::launch_with(kern, {unsigned(tiles), sm90::kGatherSplit}, {unsigned(sm90::kGatherThreads)}, 0, nullptr,
-                  "quantize-test", buf.ptr(), counts.ptr(), seg.ptr(), ntiles.ptr(), texp.ptr());
+  if (tiled)
+    rt::launch_with(kern, {unsigned(tiles)}, {unsigned(sm90::kQuantizeTiledThreads)}, 0, nullptr, "quantize-test",
+                    buf.ptr(), counts.ptr(), seg.ptr(), ntiles.ptr(), texp.ptr());
+  else
+    rt::launch_with(kern, {unsigned(tiles), sm90::kGatherSplit}, {unsigned(sm90::kGatherThreads)}, 0, nullptr,
+                    "quantize-test", buf.ptr(), counts.ptr(), seg.ptr(), ntiles.ptr(), texp.ptr());
   return buf.to_host<uint16_t>();
 }
 
-class Sm90Quantizer : public ::testing::TestWithParam<int64_t> {};
+// Byte offset, in the buffer of k-value bf16 rows, of the scale of row r, group g
+// (kernels/sm90/quantize.cuh's two layouts, written out here independently).
+int64_t scale_offset(int64_t r, int64_t g, int64_t k, bool tiled) {
+  if (!tiled) return r * 2 * k + k + 4 * g;
+  const int64_t tile_row0 = r / 128 * 128, rt = r % 128;
+  return (tile_row0 + rt / 32) * 2 * k + k + 4 * (32 * g + rt % 32);
+}
+
+class Sm90Quantizer : public ::testing::TestWithParam<std::tuple<int64_t, bool>> {};
 
 TEST_P(Sm90Quantizer, BitExactToTheFormatsLibrary) {
   REQUIRE_GPU();
   if (!on_sm90a()) GTEST_SKIP() << "the quantizer is built for sm_90a here";
-  const int64_t k = GetParam(), n = 300, groups = k / 128;
+  const auto [k, tiled] = GetParam();
+  const int64_t n = 300, groups = k / 128;
   const int count = 277;  // rows 277 .. 299: past the expert's rows, must stay as they were
   const std::vector<uint16_t> rows = make_rows(n, k, testing::next_case_seed());
-  const std::vector<uint16_t> out = run_quantizer(rows, n, k, count);
+  const std::vector<uint16_t> out = run_quantizer(rows, n, k, count, tiled);
+  const auto* out_bytes = reinterpret_cast<const uint8_t*>(out.data());
 
   std::vector<float> x(static_cast<size_t>(k)), scales(static_cast<size_t>(groups));
   std::vector<uint8_t> q(static_cast<size_t>(k));
@@ -86,7 +103,10 @@ TEST_P(Sm90Quantizer, BitExactToTheFormatsLibrary) {
   for (int64_t r = 0; r < n; ++r) {
     const uint16_t* in = &rows[size_t(r * k)];
     if (r >= count) {
-      EXPECT_EQ(std::memcmp(&out[size_t(r * k)], in, size_t(k * 2)), 0) << "row " << r << " past the count changed";
+      // Tiled, the second halves of a tile's first four rows hold scales of the tile's rows.
+      const bool slots = tiled && r % 128 < 4;
+      EXPECT_EQ(std::memcmp(&out[size_t(r * k)], in, size_t(slots ? k : k * 2)), 0)
+          << "row " << r << " past the count changed";
       continue;
     }
     for (int64_t i = 0; i < k; ++i) x[size_t(i)] = formats::bf16_to_float(in[i]);
@@ -95,7 +115,7 @@ TEST_P(Sm90Quantizer, BitExactToTheFormatsLibrary) {
     for (int64_t i = 0; i < k; ++i) code_err += bytes[i] != q[size_t(i)];
     for (int64_t g = 0; g < groups; ++g) {
       float s;
-      std::memcpy(&s, bytes + k + 4 * g, 4);
+      std::memcpy(&s, out_bytes + scale_offset(r, g, k, tiled), 4);
       scale_err += !same_float(s, scales[size_t(g)]);
     }
   }
@@ -103,8 +123,15 @@ TEST_P(Sm90Quantizer, BitExactToTheFormatsLibrary) {
   EXPECT_EQ(scale_err, 0) << "scales differing";
 }
 
-// 3 groups (a half step at the end), 16 groups, 56 groups (DeepSeek-V3's H = 7168).
-INSTANTIATE_TEST_SUITE_P(K, Sm90Quantizer, ::testing::Values(int64_t(384), int64_t(2048), int64_t(7168)));
+// 3 groups (a half step at the end), 16 groups, 56 groups (DeepSeek-V3's H = 7168); both
+// layouts.
+INSTANTIATE_TEST_SUITE_P(K, Sm90Quantizer,
+                         ::testing::Combine(::testing::Values(int64_t(384), int64_t(2048), int64_t(7168)),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_tiled" : "_in_row");
+                         });
 
 }  // namespace
 }  // namespace moeforge

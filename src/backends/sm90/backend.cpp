@@ -34,7 +34,11 @@ class Sm90Gemms final : public portable::GemmPlugin {
     gather_ = &rt::load_kernel(device, gather_kernel(spec, w8a8 ? GatherOrder::QuantFp8 : GatherOrder::Natural));
     gather_permuted_ =
         permuted_k(codes_) ? &rt::load_kernel(device, gather_kernel(spec, GatherOrder::PermutedK)) : gather_;
-    if (w8a8) quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate));
+    if (w8a8) {
+      quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, false));
+      gather_tiled_ = &rt::load_kernel(device, gather_kernel(spec, GatherOrder::QuantFp8Tiled));
+      quantize_tiled_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, true));
+    }
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
     for (size_t i = 0; i < std::size(kDecodeTiles); ++i)
@@ -191,19 +195,21 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
   // FP8 x FP8 (fp8_gemm.cuh): x quantized by the gather into the gathered-x buffer, h quantized
-  // in place between the GEMMs; each row's codes then its scales within its bf16 row's bytes.
+  // in place between the GEMMs; each row's codes in its bf16 row's first half, the scales
+  // transposed per 128-row tile in the second halves of the tile's first four rows.
   void run_w8a8(const portable::PluginChunk& c) const {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     const int tile_bound = int(c.tile_bound);
     const unsigned tb = unsigned(c.tile_bound), threads = unsigned(kGatherThreads);
-    rt::launch_with(*gather_, {tb, kGatherSplit}, {threads}, 0, c.stream, "permute", c.x, c.counts, c.seg_off,
-                    c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale, c.scratch);
-    // A operands: codes box {128 B, 128 rows} (swizzled), scales box {4 floats, 128 rows}.
+    rt::launch_with(*gather_tiled_, {tb, kGatherSplit}, {threads}, 0, c.stream, "permute", c.x, c.counts,
+                    c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale, c.scratch);
+    // A operands: codes box {128 B, 128 rows} (swizzled), a k-block's scales box {32 floats, 4
+    // rows} (sm90/quantize.cuh, SCALES_TILED).
     auto codes_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
       return encode_u8(p, {2 * k, rows}, {128, 128}, true, what);
     };
     auto scales_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
-      return encode_f32(p, {k / 2, rows}, {4, 128}, what);
+      return encode_f32(p, {k / 2, rows}, {32, 4}, what);
     };
     const CUtensorMap xq = codes_map(c.xg, H, "x codes"), xs = scales_map(c.xg, H, "x scales");
     const CUtensorMap hq = codes_map(c.h, I, "h codes"), hs = scales_map(c.h, I, "h scales");
@@ -216,8 +222,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
                     w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.counts, c.seg_off, counter(c, 0),
                     c.num_tiles, tile_bound, no_scale, n1, int(2 * I), kb1, int(H / 4));
-    rt::launch_with(*quantize_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts, c.seg_off,
-                    c.num_tiles, c.tile_expert);
+    rt::launch_with(*quantize_tiled_, {tb}, {unsigned(kQuantizeTiledThreads)}, 0, c.stream, "gemm2", c.h, c.counts,
+                    c.seg_off, c.num_tiles, c.tile_expert);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
                     w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,
                     tile_bound, c.scale, n2, int(H), kb2, int(I / 4));
@@ -236,6 +242,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
   int sm_count_ = 0;
   const rt::LoadedKernel *gather_ = nullptr, *gather_permuted_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
   const rt::LoadedKernel* quantize_ = nullptr;  // W8A8: h in place between the QGMMA GEMMs
+  // W8A8's wide path: the gather and the h quantizer that store the scales tiled (quantize.cuh).
+  const rt::LoadedKernel *gather_tiled_ = nullptr, *quantize_tiled_ = nullptr;
   const rt::LoadedKernel* decode_[std::size(kDecodeTiles)][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   const rt::LoadedKernel* stream_k_[2] = {};  // the 16-token tile's stream-K decode GEMMs
   const rt::LoadedKernel* fixup_[2] = {};     // and their fixups

@@ -83,6 +83,7 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage) {
 }
 
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
+  const bool quant = order == GatherOrder::QuantFp8 || order == GatherOrder::QuantFp8Tiled;
   rt::KernelSpec k;
   k.source = "sm90/gather.cuh";
   k.entry = "moe_sm90_gather";
@@ -90,19 +91,20 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
                {"HIDDEN", std::to_string(spec.hidden)},
                {"PERMUTE_K", order == GatherOrder::PermutedK ? "1" : "0"},
-               {"QUANT_FP8", order == GatherOrder::QuantFp8 ? "1" : "0"}};
+               {"QUANT_FP8", quant ? "1" : "0"},
+               {"SCALES_TILED", order == GatherOrder::QuantFp8Tiled ? "1" : "0"}};
   k.threads = kGatherThreads;
   k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
-  if (order == GatherOrder::QuantFp8) k.targets = {kTarget};  // cvt to e4m3x2: sm_89 and later
+  if (quant) k.targets = {kTarget};  // cvt to e4m3x2: sm_89 and later
   return k;
 }
 
-rt::KernelSpec quantize_kernel(int64_t k_cols) {
+rt::KernelSpec quantize_kernel(int64_t k_cols, bool tiled_scales) {
   rt::KernelSpec k;
   k.source = "sm90/quantize.cuh";
   k.entry = "moe_sm90_quantize_rows";
-  k.defines = {{"QUANT_K", std::to_string(k_cols)}};
-  k.threads = kGatherThreads;
+  k.defines = {{"QUANT_K", std::to_string(k_cols)}, {"SCALES_TILED", tiled_scales ? "1" : "0"}};
+  k.threads = tiled_scales ? kQuantizeTiledThreads : kGatherThreads;
   k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.targets = {kTarget};
   return k;
@@ -146,8 +148,10 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
   const Codes c = codes(spec);
   if (c == Codes::W8A8) {
-    out.push_back(gather_kernel(spec, GatherOrder::QuantFp8));
-    out.push_back(quantize_kernel(spec.intermediate));
+    for (bool tiled : {false, true}) {
+      out.push_back(gather_kernel(spec, tiled ? GatherOrder::QuantFp8Tiled : GatherOrder::QuantFp8));
+      out.push_back(quantize_kernel(spec.intermediate, tiled));
+    }
   } else {
     out.push_back(gather_kernel(spec));
   }

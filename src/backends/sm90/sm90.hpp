@@ -45,8 +45,8 @@ MoeSpec pipeline_spec(const MoeSpec& spec);
 constexpr int kSmemBytesW4 = 209920;
 // FP8 (W8): 3 x (16 + 16 + 1) KB stages (A, codes, scales) + 2 dequantized B tiles + boxes + barriers.
 constexpr int kSmemBytesW8 = 201728;
-// FP8 x FP8 (W8A8, fp8_gemm.cuh): 5 x (16 + 16 + 2 + 0.5) KB stages + boxes + barriers.
-constexpr int kSmemBytesW8A8 = 210944;
+// FP8 x FP8 (W8A8, fp8_gemm.cuh): 5 x (16 + 16 + 0.5 + 0.5) KB stages + boxes + barriers.
+constexpr int kSmemBytesW8A8 = 203776;
 constexpr int wide_smem_bytes(Codes c) {
   return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : c == Codes::W8A8 ? kSmemBytesW8A8 : kSmemBytes;
 }
@@ -104,12 +104,16 @@ std::string spec_unsupported(const MoeSpec& spec);
 
 rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 // How the gather stores x rows: as they are (the wide GEMMs, bf16 or dequantized B tiles), in
-// the W4A16 / W8A16 decode GEMMs' K order (sm90/w4_format.cuh), or quantized to FP8 (W8A8).
-enum class GatherOrder { Natural, PermutedK, QuantFp8 };
+// the W4A16 / W8A16 decode GEMMs' K order (sm90/w4_format.cuh), or quantized to FP8 (W8A8),
+// each row's scales in the row (the decode GEMMs) or transposed per 128-row tile (the wide
+// GEMMs: sm90/quantize.cuh).
+enum class GatherOrder { Natural, PermutedK, QuantFp8, QuantFp8Tiled };
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
 // W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (h between
-// the QGMMA GEMMs, wide and decode).
-rt::KernelSpec quantize_kernel(int64_t k);
+// the QGMMA GEMMs), the scales in the rows (decode) or tiled (wide; then one block of
+// kQuantizeTiledThreads a tile, no split).
+rt::KernelSpec quantize_kernel(int64_t k, bool tiled_scales);
+constexpr int kQuantizeTiledThreads = 512;
 // stream_k: the decode GEMM that cuts its (unit, k-block) tasks into equal ranges per CTA
 // (decode_gemm.cuh), for calls of at most kStreamKTokens tokens; decode_fixup_kernel adds up
 // the units it split.

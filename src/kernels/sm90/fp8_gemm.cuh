@@ -7,11 +7,12 @@
 //
 // Operands (K = H for GEMM 1, I for GEMM 2; K % 128 == 0):
 //   A  the row-major buffer that held the bf16 rows (row stride 2K bytes): row r's e4m3 codes
-//      in its first K bytes, its K/128 f32 group scales right after them (sm90/quantize.cuh).
-//      TMA: codes box {128 B, 128 rows}, 128B-swizzled; scales box {4 floats, 128 rows} at
-//      the 16-byte aligned group of 4 holding the k-block's scale (a box row must be 16 bytes,
-//      and Hopper's TMA faults with an illegal instruction on a box whose first byte in the
-//      row is not 16-byte aligned): block kb's scale is float kb % 4 of the row's 4.
+//      in its first K bytes, the f32 group scales transposed per 128-row tile in the second
+//      halves of the tile's first four rows (sm90/quantize.cuh, SCALES_TILED): k-block kb's
+//      scale of tile row r at float K/4 + 32 kb + r % 32 of row r / 32. TMA: codes box
+//      {128 B, 128 rows}, 128B-swizzled; scales box {32 floats, 4 rows}, which lands as the
+//      tile's 128 scales in row order. (The scales used to sit in each row, a box {4 floats,
+//      128 rows}: 128 requests of 16 bytes a stage, as many as the codes'.)
 //   B  the portable prepared layout: e4m3 [E_TOTAL * N, KP], boxes {128 B, 128 rows},
 //      128B-swizzled; f32 scales [E_TOTAL][KP/128][N] (one per row and 128 columns), box
 //      {128, 1, 1}.
@@ -54,14 +55,14 @@ constexpr int BM = 128, BN = 128, BK = 128, STAGES = 5;
 constexpr int kConsumers = 2, kThreads = 128 * (1 + kConsumers);
 constexpr int kEpiBox = 64;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-constexpr u32 kStageBytes = BM * BK + BN * BK + BM * 16 + BN * 4;  // A, B codes; A, B scales
+constexpr u32 kStageBytes = BM * BK + BN * BK + BM * 4 + BN * 4;  // A, B codes; A, B scales
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
 
 struct Smem {
   alignas(1024) unsigned char a[STAGES][BM * BK];    // 16 KB
   alignas(1024) unsigned char b[STAGES][BN * BK];    // 16 KB
   alignas(1024) u16 d[kConsumers][2][64 * kEpiBox];  // 8 KB per box buffer
-  alignas(128) float as[STAGES][BM * 4];             // A scales: row r's at [4 r]
+  alignas(128) float as[STAGES][BM];                 // A scales of the block: row r's at [r]
   alignas(128) float bs[STAGES][BN];                 // B scales of the block
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
@@ -95,16 +96,16 @@ __device__ __forceinline__ void issue_block(float (&p)[64], u64 a_desc, u64 b_de
 constexpr int kOddChunkRow = GEMM_STAGE == 1 ? 8 : 0;
 
 // This thread's scales for k-block kb in stage s_: A's of rows r0, r0 + 8, B's of the even and
-// odd chunks. as_row = shared address of sm.as[0][4 r0] (4 floats a row), bs = of sm.bs[0]:
+// odd chunks. as_row = shared address of sm.as[0][r0], bs = of sm.bs[0]:
 // set up once, offset per stage. Read before the wgmma group is issued (volatile asm: kept
 // ahead of the group's), so their latency has passed when the products are formed: read
 // after the issue, ptxas placed the products between the group's wgmmas and the last one
 // waited on the loads (ncu: short scoreboard on those FMULs, ~5 % of the warp samples).
 struct BlockScales {
   float sa0, sa1, sb0, sb1;
-  __device__ __forceinline__ BlockScales(u32 as_row, u32 bs, u32 s_, int kb) {
-    const u32 a = as_row + s_ * (BM * 4 * 4) + (kb & 3) * 4, b = bs + s_ * (BN * 4);
-    sa0 = ld_shared_f32(a), sa1 = ld_shared_f32(a + 4 * 8 * 4), sb0 = ld_shared_f32(b);
+  __device__ __forceinline__ BlockScales(u32 as_row, u32 bs, u32 s_) {
+    const u32 a = as_row + s_ * (BM * 4), b = bs + s_ * (BN * 4);
+    sa0 = ld_shared_f32(a), sa1 = ld_shared_f32(a + 8 * 4), sb0 = ld_shared_f32(b);
     sb1 = kOddChunkRow ? ld_shared_f32(b + kOddChunkRow * 4) : sb0;
   }
 };
@@ -148,7 +149,7 @@ using Epilogue = sm90::TileEpilogue<BM, BN>;
 // tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
 // [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). counts / seg_off: the permute stage's (half
 // tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh). k_scale0: the
-// first A scale's column in tm_as (floats: K / 4, the codes' bytes; a multiple of 4).
+// first A scale's column in tm_as (floats: K / 4, the codes' bytes; a multiple of 32).
 // row_scale: GEMM 2 only (null for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
@@ -180,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       tma_prefetch_desc(&tm_bs);
       auto load = [&](u32 s, u32 full, int kb, int mt, int nt, int e) {
         tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
-        tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + (kb & ~3), mt * BM, full);
+        tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + kb * 32, mt * BM, full);
         tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, e * n_per_expert + nt * BN, full);  // the expert: a coordinate
         tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
       };
@@ -215,11 +216,11 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     const u64 a_desc0 = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK);
     const u64 b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
     const u32 full0 = smem_u32(&sm.full[0]), empty0 = smem_u32(&sm.empty[0]);
-    const u32 as_row = smem_u32(&sm.as[0][4 * r_tile]), bs0 = smem_u32(sm.bs[0]);
+    const u32 as_row = smem_u32(&sm.as[0][r_tile]), bs0 = smem_u32(sm.bs[0]);
 #if GEMM_STAGE == 2
     const u64 a_desc_half = wgmma_desc_k128b(smem_u32(sm.a[0]));
     const u64 b_desc_half = wgmma_desc_k128b(smem_u32(sm.b[0]) + c * 64 * BK);
-    const u32 as_row_half = smem_u32(&sm.as[0][4 * r_local]);
+    const u32 as_row_half = smem_u32(&sm.as[0][r_local]);
 #endif
     float fin[64], p[64], p1[64];
     u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
@@ -236,9 +237,9 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       // before block kb is promoted, so the tensor cores always hold this warpgroup's next group
       // while it promotes (with one set, both warpgroups waited on the same stage and promoted
       // at the same time, the tensor cores idle: ncu 49 % tensor-active at T = 8192).
-      auto issue = [&](float (&q)[64], int kb) {
+      auto issue = [&](float (&q)[64]) {
         mbar_wait(full0 + 8 * s, ph);
-        const BlockScales block_scales(as_r, bs0, s, kb);
+        const BlockScales block_scales(as_r, bs0, s);
         issue_block<N>(q, wgmma_desc_add(a_d, s * BM * BK), wgmma_desc_add(b_d, s * BN * BK));
         const InFlight f{PromoteScales(block_scales), s};
         if (++s == STAGES) s = 0, ph ^= 1u;
@@ -253,18 +254,18 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         if (lane == 0) mbar_arrive(empty0 + 8 * f.stage);
         promote<N>(fin, q, f.scales);
       };
-      InFlight even = issue(p, 0);  // k_blocks >= 1 (K >= 128)
+      InFlight even = issue(p);  // k_blocks >= 1 (K >= 128)
       int kb = 0;
       for (; kb + 2 < k_blocks; kb += 2) {
-        const InFlight odd = issue(p1, kb + 1);
+        const InFlight odd = issue(p1);
         wgmma_wait<1>();
         retire(p, even);
-        even = issue(p, kb + 2);
+        even = issue(p);
         wgmma_wait<1>();
         retire(p1, odd);
       }
       if (kb + 1 < k_blocks) {  // an even number of blocks: the last pair
-        const InFlight odd = issue(p1, kb + 1);
+        const InFlight odd = issue(p1);
         wgmma_wait<1>();
         retire(p, even);
         wgmma_wait<0>();

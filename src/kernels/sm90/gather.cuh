@@ -14,10 +14,11 @@
 // 64-column block are stored in the permuted K order of sm90/w4_format.cuh (xg[L] = x[physical_k(L)]).
 //
 // QUANT_FP8 = 1 (FP8 activations, the W8A8 GEMMs): each row is stored as HIDDEN e4m3 codes and
-// HIDDEN/128 f32 scales in its 2 * HIDDEN bytes (sm90/quantize.cuh).
+// HIDDEN/128 f32 scales in the rows' 2 * HIDDEN bytes, the scales in row (SCALES_TILED 0, the
+// decode GEMMs) or transposed per tile (1, the wide ones): sm90/quantize.cuh.
 //
 // Defines: E, E_TOTAL, HIDDEN (multiple of 8; of 64 with PERMUTE_K; of 128 with QUANT_FP8),
-// PERMUTE_K, QUANT_FP8.
+// PERMUTE_K, QUANT_FP8, SCALES_TILED (with QUANT_FP8).
 #pragma once
 #include "common/grid_dependency.cuh"
 #include "common/types.cuh"
@@ -66,7 +67,9 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
     if (!valid) continue;
     const i64 token = e < E ? row_token[row] : local;
 #if QUANT_FP8
-    sm90q::quantize_row(x + token * HIDDEN, reinterpret_cast<unsigned char*>(xg + row * HIDDEN));
+    // Not in place: each row's scales can be stored as soon as they are known.
+    sm90q::quantize_row(x + token * HIDDEN, reinterpret_cast<unsigned char*>(xg + row * HIDDEN))
+        .store(sm90q::scale_slots(xg + (i64)tile * GATHER_BM * HIDDEN, r));
 #else
     uint4* dst = reinterpret_cast<uint4*>(xg + row * HIDDEN);
     const uint4* src = reinterpret_cast<const uint4*>(x + token * HIDDEN);

@@ -3,8 +3,16 @@
 // them (scale = group amax / 448, 1 if that is 0; code = RNE(x / scale), clamped to +-448;
 // a group holding a NaN or an Inf gets a NaN scale and NaN codes 0x7F).
 //
-// Layout (what the GEMM's tensor maps read): in a buffer of bf16 rows (row stride 2K bytes),
-// row r's codes fill bytes [0, K) of the row and its scales bytes [K, K + K/32).
+// Layout (what the GEMMs' tensor maps read): in a buffer of bf16 rows (row stride 2K bytes),
+// row r's codes fill bytes [0, K) of the row; its K/128 scales go to the rows' second halves,
+// which the codes leave free, in one of two places:
+//   SCALES_TILED 0 (the decode GEMMs): in row r itself, bytes [K, K + K/32), group g at float
+//     K/4 + g. A token tile's scales of one k-block are then a box {4 floats, BT rows}.
+//   SCALES_TILED 1 (the wide QGMMA GEMMs, fp8_gemm.cuh): transposed within each 128-row tile:
+//     the scale of the tile's row r, group g, at float K/4 + 32 g + r % 32 of the tile's row
+//     r / 32. A k-block's 128 scales are then a box {32 floats, 4 rows}: 4 TMA requests of
+//     128 bytes where the in-row layout needs 128 of 16 bytes, one for each row (the tile's
+//     codes are 128 requests, so the scales had made a third of the requests of a stage).
 //
 // One warp per row. A step is 256 values: lanes 0-15 hold group 2s, lanes 16-31 group 2s + 1,
 // 8 values (16 bytes) each, the group's amax reduced over its 16 lanes. kBatch steps are
@@ -19,7 +27,7 @@
 // moe_sm90_quantize_rows: the valid rows of h in place (GEMM 1 -> GEMM 2, wide and decode).
 // The gather (sm90/gather.cuh with QUANT_FP8) quantizes x rows with the same function.
 //
-// Defines: QUANT_K (K, a multiple of 128).
+// Defines: QUANT_K (K, a multiple of 128), SCALES_TILED (0 or 1).
 #pragma once
 #include "common/convert.cuh"
 #include "common/grid_dependency.cuh"
@@ -40,11 +48,41 @@ __device__ __forceinline__ u32 e4m3x2(float lo, float hi) {
   return r;
 }
 
-// One warp: bf16 row src (QUANT_K values) -> codes at dst[0 .. K), scales at dst + K. src and
-// dst may be the same row (see above).
-__device__ __forceinline__ void quantize_row(const u16* src, unsigned char* dst) {
-  const int lane = threadIdx.x & 31, half = lane >> 4, sub = lane & 15;
-  float scales[kSteps];  // this half's group scale of each step
+// Where a row's scales go: group g at at[g * stride] (see the layouts above).
+struct ScaleSlots {
+  float* at;
+  int stride;
+};
+// Row r_tile of the 128-row tile whose first row is tile_row0 (a buffer of QUANT_K-value bf16 rows).
+__device__ __forceinline__ ScaleSlots scale_slots(u16* tile_row0, int r_tile) {
+#if SCALES_TILED
+  float* base = reinterpret_cast<float*>(tile_row0 + (r_tile / 32) * QUANT_K);
+  return {base + QUANT_K / 4 + r_tile % 32, 32};
+#else
+  return {reinterpret_cast<float*>(tile_row0 + r_tile * QUANT_K) + QUANT_K / 4, 1};
+#endif
+}
+
+// One warp's scales of one row: lanes 0 and 16 hold the group scales of their half-steps.
+struct RowScales {
+  float s[kSteps];
+  __device__ __forceinline__ void store(ScaleSlots out) const {
+    const int lane = threadIdx.x & 31, half = lane >> 4, sub = lane & 15;
+    if (sub == 0) {
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i)
+        if (2 * i + half < QUANT_K / 128) out.at[(2 * i + half) * out.stride] = s[i];
+    }
+  }
+};
+
+// One warp: bf16 row src (QUANT_K values) -> codes at dst[0 .. K); returns the scales, to be
+// stored once the row is read whole (RowScales::store). src and dst may be the same row (see
+// above).
+__device__ __forceinline__ RowScales quantize_row(const u16* src, unsigned char* dst) {
+  const int lane = threadIdx.x & 31;
+  RowScales out;
+  float (&scales)[kSteps] = out.s;  // this half's group scale of each step
 #pragma unroll
   for (int b0 = 0; b0 < kSteps; b0 += kBatch) {
     uint4 v[kBatch];
@@ -90,18 +128,46 @@ __device__ __forceinline__ void quantize_row(const u16* src, unsigned char* dst)
       }
     }
   }
-  __syncwarp();  // the whole row was read before the scales overwrite its second half
-  float* out = reinterpret_cast<float*>(dst + QUANT_K);
-  if (sub == 0) {
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s)
-      if (2 * s + half < QUANT_K / 128) out[2 * s + half] = scales[s];
-  }
+  __syncwarp();  // the whole row was read before its scales may overwrite its second half
+  return out;
 }
 
 }  // namespace sm90q
 
 #ifndef QUANT_NO_KERNEL
+#if SCALES_TILED
+// grid = tile bound (tiles past *num_tiles exit), block = 512 (16 warps, one row each in
+// turn): one block a tile, because a row's scales go to the second half of one of the tile's
+// first four rows, which (in place) must have been read whole before: the block's first 16
+// rows, rows 0-3 among them, are quantized, the block syncs, then their scales are stored,
+// and the later rows' as each is done.
+// buf: [rows, QUANT_K] bf16, rewritten in place as codes + scales (rows past an expert's count:
+// untouched but for the scales in the second halves of a tile's first four rows).
+extern "C" __global__ void __launch_bounds__(512)
+    moe_sm90_quantize_rows(u16* __restrict__ buf, const int* __restrict__ counts, const i64* __restrict__ seg_off,
+                           const int* __restrict__ num_tiles, const int* __restrict__ tile_expert) {
+  pdl_begin();  // PDL (common/grid_dependency.cuh): before any dependent access
+  const int tile = blockIdx.x;
+  if (tile >= *num_tiles) return;  // the whole block: before the barrier
+  const int e = tile_expert[tile];
+  const i64 valid = min((i64)128, seg_off[e] + counts[e] - (i64)tile * 128);  // rows of the tile
+  u16* tile_row0 = buf + (i64)tile * 128 * QUANT_K;
+  const int warp = threadIdx.x >> 5;
+  constexpr int kWarps = 16;
+  const bool first = warp < valid;  // warp-uniform
+  sm90q::RowScales first_scales;
+  if (first) {
+    u16* p = tile_row0 + (i64)warp * QUANT_K;
+    first_scales = sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p));
+  }
+  __syncthreads();  // rows 0 .. 15 read whole: the scale slots in rows 0 .. 3 are free
+  if (first) first_scales.store(sm90q::scale_slots(tile_row0, warp));
+  for (int r = warp + kWarps; r < valid; r += kWarps) {
+    u16* p = tile_row0 + (i64)r * QUANT_K;
+    sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p)).store(sm90q::scale_slots(tile_row0, r));
+  }
+}
+#else
 // grid = (tile bound, 4): 128-row tiles (tiles past *num_tiles exit), 32 rows a block;
 // block = 256 (8 warps).
 // buf: [rows, QUANT_K] bf16, rewritten in place as codes + scales (rows past an expert's count:
@@ -119,7 +185,8 @@ extern "C" __global__ void __launch_bounds__(256)
     const i64 row = (i64)tile * 128 + r;
     if (row >= end) break;  // warp-uniform
     u16* p = buf + row * QUANT_K;
-    sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p));
+    sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p)).store(sm90q::scale_slots(buf + (i64)tile * 128 * QUANT_K, r));
   }
 }
+#endif  // SCALES_TILED
 #endif
