@@ -284,5 +284,6 @@ if has sanitizer; then  # compute-sanitizer over a reduced GPU suite: one JSON r
 fi
 
 echo; echo "== summary (commit $commit)"; printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
-for f in "$logs"/bench-*.txt "$logs"/profile.txt; do [ -f "$f" ] && cat "$f"; done
+# Each table under its file's name: an A/B's baseline ("-base") sorts before this tree's.
+for f in "$logs"/bench-*.txt "$logs"/profile.txt; do [ -f "$f" ] && { echo "-- ${f##*/}"; cat "$f"; }; done
 tar czf "$out/logs.tgz" -C "$logs" .

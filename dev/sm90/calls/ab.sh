@@ -22,7 +22,7 @@ for pair in $pairs; do
   MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab-$w-$a MOEFORGE_BENCH_BACKENDS=sm90 \
     MOEFORGE_BENCH_MODELS="${AB_MODELS:-mistral-small-4 deepseek-v3}" MOEFORGE_BENCH_WEIGHTS=$w MOEFORGE_BENCH_ACTIVATIONS=$a \
     MOEFORGE_BENCH_TOKENS=${AB_TOKENS:-512,2048,8192,36308} bash tests/gpu/run_all.sh $C bench > /tmp/o/ab-$w-$a.log 2>&1
-  echo "== ab $w:$a at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab-$w-$a.log | grep -E "^(deepseek|mistral)|^ +[0-9]+ " | cut -c1-100; T
+  echo "== ab $w:$a at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab-$w-$a.log | grep -E "^-- bench|^ +[0-9]+ " | cut -c1-100; T
 done
 if [ "${AB_STRESS:-1}" = 1 ]; then
   pair=${pairs%% *}; w=${pair%%:*} a=${pair#*:}  # the first pair's formats
