@@ -97,12 +97,19 @@ int bench(const BenchOptions& o) {
   if (!rt::driver_or_null(&why)) throw Unsupported("bench needs a GPU: no CUDA driver (" + why + ")");
 
   const rt::DeviceInfo dev = rt::device_info(o.device);
+  // Wall times on stderr: where a bench process's time goes (GPU calls are budgeted by the second).
+  using wall_clock = std::chrono::steady_clock;
+  auto seconds_since = [](wall_clock::time_point t0) { return std::chrono::duration<double>(wall_clock::now() - t0).count(); };
   fmt::print(stderr, "measuring ceilings on {} ({})...\n", dev.name, dev.target);
+  const wall_clock::time_point ceil0 = wall_clock::now();
   const bench::Ceilings ceil = bench::measure_ceilings(o.device);
-  fmt::print(stderr, "preparing {} ({} weights)...\n", spec.name, to_string(spec.weight_format));
+  fmt::print(stderr, "preparing {} ({} weights; ceilings took {:.1f} s)...\n", spec.name,
+             to_string(spec.weight_format), seconds_since(ceil0));
+  const wall_clock::time_point prep0 = wall_clock::now();
   std::shared_ptr<const WeightSource> weights = ckpt ? std::shared_ptr<const WeightSource>(ckpt)
                                                      : std::shared_ptr<const WeightSource>(make_synthetic_weights(spec, o.seed));
   const MoeLayer layer = MoeLayer::create(spec, weights, {.backend = o.backend, .device = o.device});
+  fmt::print(stderr, "prepared in {:.1f} s\n", seconds_since(prep0));
   const Backend& backend = find_backend(layer.backend_name());
   const std::vector<float> bias = weights->correction_bias();
 
@@ -110,6 +117,7 @@ int bench(const BenchOptions& o) {
   rt::check(rt::driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t T : o.tokens) {
+    const wall_clock::time_point t_start = wall_clock::now();
     HostInputs in = make_inputs(spec, T, o.seed * 1000003 + uint64_t(T));
     if (ckpt && !ckpt->router_weight().empty()) in.logits = ckpt->router_logits(in.x_view());
     const reference::Routing r = reference::route(spec, in.logits.data(), T, bias);
@@ -157,7 +165,8 @@ int bench(const BenchOptions& o) {
                     {"experts_touched", touched.size()},
                     {"bytes", bytes},
                     {"flops", flops}});
-    fmt::print(stderr, "T={} done: {:.1f} us\n", T, t.median_us);
+    fmt::print(stderr, "T={} done: {:.1f} us ({:.1f} s with inputs, compiles, capture)\n", T, t.median_us,
+               seconds_since(t_start));
   }
   rt::driver().cuStreamDestroy(stream);
 
