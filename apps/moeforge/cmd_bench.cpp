@@ -99,7 +99,9 @@ int bench(const BenchOptions& o) {
   const rt::DeviceInfo dev = rt::device_info(o.device);
   // Wall times on stderr: where a bench process's time goes (GPU calls are budgeted by the second).
   using wall_clock = std::chrono::steady_clock;
-  auto seconds_since = [](wall_clock::time_point t0) { return std::chrono::duration<double>(wall_clock::now() - t0).count(); };
+  auto seconds_since = [](wall_clock::time_point t0) {
+    return std::chrono::duration<double>(wall_clock::now() - t0).count();
+  };
   fmt::print(stderr, "measuring ceilings on {} ({})...\n", dev.name, dev.target);
   const wall_clock::time_point ceil0 = wall_clock::now();
   const bench::Ceilings ceil = bench::measure_ceilings(o.device);
