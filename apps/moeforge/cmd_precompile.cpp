@@ -19,6 +19,7 @@
 #include "runtime/compiler.hpp"
 #include "runtime/device.hpp"
 #include "runtime/jit.hpp"
+#include "runtime/settings.hpp"
 
 namespace moeforge::cli {
 namespace {
@@ -108,7 +109,10 @@ int run(const Options& o) {
     for (const auto& [id, k] : kernels) {
       if (!rt::built_for(k, t)) continue;
       progress.update(done, t + " " + k.entry);
-      rt::CompileRequest req{k.source, k.entry, k.defines, k.options, t};
+      // The variant load_kernel will ask for: with the PDL proof where the kernel launches with
+      // PDL (MOEFORGE_PDL, on by default, at sm_90 and later), a different cache key.
+      const bool pdl = rt::launches_with_pdl(k, t, rt::settings().pdl);
+      rt::CompileRequest req{k.source, k.entry, k.defines, k.options, t, pdl};
       rt::CacheResult r;
       try {
         r = cache.get(req);

@@ -4,9 +4,14 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backends/backend.hpp"
+#include "moeforge/spec.hpp"
+#include "runtime/cache.hpp"
 #include "runtime/device.hpp"
 #include "runtime/doctor.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/jit.hpp"
+#include "runtime/settings.hpp"
 #include "test_runtime_support.hpp"
 
 using moeforge::testing::run_capture;
@@ -23,6 +28,28 @@ TEST(DoctorCli, PrecompileThenDoctorJson) {
   EXPECT_NE(out.find("cached 0"), std::string::npos) << out;
   EXPECT_TRUE(std::filesystem::is_directory(tmp.path + "/cache/sm_90a"));
   EXPECT_TRUE(std::filesystem::is_directory(tmp.path + "/cache/sm_121a"));
+  // What it built is what load_kernel asks for on an sm_90a device: every GPU backend's kernels
+  // for the default model, each with the PDL proof where it launches with PDL (another key).
+  // (Until session 21 precompile built every kernel without it: its entries were never hit.)
+  {
+    namespace rt = moeforge::rt;
+    const moeforge::MoeSpec spec = moeforge::presets::get("mistral-small-4");
+    int checked = 0, with_pdl = 0;
+    for (const moeforge::Backend* b : moeforge::all_backends()) {
+      if (!b->needs_gpu()) continue;
+      for (const rt::KernelSpec& k : b->kernels(spec)) {
+        if (!rt::built_for(k, "sm_90a")) continue;
+        const bool pdl = rt::launches_with_pdl(k, "sm_90a", rt::settings().pdl);
+        const rt::CompileRequest req{k.source, k.entry, k.defines, k.options, "sm_90a", pdl};
+        const std::string key = rt::cache_key(rt::key_inputs(req));
+        EXPECT_TRUE(std::filesystem::exists(tmp.path + "/cache/sm_90a/" + key + ".cubin")) << k.entry;
+        ++checked;
+        with_pdl += pdl;
+      }
+    }
+    EXPECT_GT(checked, 0);
+    if (rt::settings().pdl) EXPECT_GT(with_pdl, 0);  // the forward's kernels all wait on the prior grid
+  }
   // Second run: everything from the cache.
   out = run_capture(env + MOEFORGE_CLI_PATH " precompile --target sm_90a,sm_121a 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
