@@ -136,11 +136,11 @@ __device__ __forceinline__ RowScales quantize_row(const u16* src, unsigned char*
 
 #ifndef QUANT_NO_KERNEL
 #if SCALES_TILED
-// grid = tile bound (tiles past *num_tiles exit), block = 512 (16 warps, one row each in
-// turn): one block a tile, because a row's scales go to the second half of one of the tile's
-// first four rows, which (in place) must have been read whole before: the block's first 16
-// rows, rows 0-3 among them, are quantized, the block syncs, then their scales are stored,
-// and the later rows' as each is done.
+// grid = tile bound (tiles past *num_tiles exit), block = at most 512 threads, at least 4
+// warps (each warp one row in turn): one block a tile, because a row's scales go to the second
+// half of one of the tile's first four rows, which (in place) must have been read whole
+// before: the block's first rows (one a warp, rows 0-3 among them) are quantized, the block
+// syncs, then their scales are stored, and the later rows' as each is done.
 // buf: [rows, QUANT_K] bf16, rewritten in place as codes + scales (rows past an expert's count:
 // untouched but for the scales in the second halves of a tile's first four rows).
 extern "C" __global__ void __launch_bounds__(512)
@@ -152,17 +152,16 @@ extern "C" __global__ void __launch_bounds__(512)
   const int e = tile_expert[tile];
   const i64 valid = min((i64)128, seg_off[e] + counts[e] - (i64)tile * 128);  // rows of the tile
   u16* tile_row0 = buf + (i64)tile * 128 * QUANT_K;
-  const int warp = threadIdx.x >> 5;
-  constexpr int kWarps = 16;
+  const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const bool first = warp < valid;  // warp-uniform
   sm90q::RowScales first_scales;
   if (first) {
     u16* p = tile_row0 + (i64)warp * QUANT_K;
     first_scales = sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p));
   }
-  __syncthreads();  // rows 0 .. 15 read whole: the scale slots in rows 0 .. 3 are free
+  __syncthreads();  // the first rows read whole: the scale slots in rows 0 .. 3 are free
   if (first) first_scales.store(sm90q::scale_slots(tile_row0, warp));
-  for (int r = warp + kWarps; r < valid; r += kWarps) {
+  for (int r = warp + warps; r < valid; r += warps) {
     u16* p = tile_row0 + (i64)r * QUANT_K;
     sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p)).store(sm90q::scale_slots(tile_row0, r));
   }
@@ -179,13 +178,13 @@ extern "C" __global__ void __launch_bounds__(256)
   const int tile = blockIdx.x;
   if (tile >= *num_tiles) return;
   const int e = tile_expert[tile];
-  const i64 end = seg_off[e] + counts[e];
+  const i64 valid = seg_off[e] + counts[e] - (i64)tile * 128;  // rows of the tile (and past it)
+  u16* tile_row0 = buf + (i64)tile * 128 * QUANT_K;
   const int r_end = (blockIdx.y + 1) * (128 / gridDim.y);
   for (int r = blockIdx.y * (128 / gridDim.y) + (threadIdx.x >> 5); r < r_end; r += 8) {
-    const i64 row = (i64)tile * 128 + r;
-    if (row >= end) break;  // warp-uniform
-    u16* p = buf + row * QUANT_K;
-    sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p)).store(sm90q::scale_slots(buf + (i64)tile * 128 * QUANT_K, r));
+    if (r >= valid) break;  // warp-uniform
+    u16* p = tile_row0 + (i64)r * QUANT_K;
+    sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p)).store(sm90q::scale_slots(tile_row0, r));
   }
 }
 #endif  // SCALES_TILED
