@@ -371,8 +371,8 @@ void PortableLayer::forward(const ForwardCall& call) const {
     } else {
       rt::launch_with(*count_, {u32_of(nch)}, {256}, 0, stream, "permute", ids, entries, cc);
       rt::launch_with(*scan_, {1}, {1024}, 0, stream, "permute", cc, nch_i, n_i, bm, counts, seg, ntiles, tiles, tb);
-      rt::launch_with(*scatter_, {u32_of((nch + kScatterWarps - 1) / kScatterWarps)}, {unsigned(32 * kScatterWarps)}, 0,
-                      stream, "permute", ids, w_src, entries, cc, seg, row_of, rtok, rw);
+      rt::launch_with(*scatter_, {u32_of(nch)}, {unsigned(32 * kScatterWarps)}, 0, stream, "permute", ids, w_src,
+                      entries, cc, seg, row_of, rtok, rw);
     }
     const CUdeviceptr xa = xp + CUdeviceptr(t0 * H * 2);
     if (plugged) {
