@@ -95,10 +95,24 @@ if has tests; then
     t0=$(date +%s)
     # MOEFORGE_TEST_SECONDS: stop the pass after that long; its record keeps every finished case
     # ("complete": false) and the logs still come back.
-    env "${env_args[@]}" ${MOEFORGE_TEST_SECONDS:+timeout $MOEFORGE_TEST_SECONDS} \
-        "$build/tests/moeforge_gpu_tests" --json "$json" ${filter:+--gtest_filter=$filter} \
-        > "$logs/gpu-tests-$pass.log" 2>&1
-    rc=$?
+    # MOEFORGE_TEST_SHARDS=N: N processes, each a gtest shard (GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX)
+    # sharing the kernel cache, their records merged into one. A fresh machine spends most of a
+    # pass compiling kernels one at a time; N processes compile N at once on its cores.
+    shards=${MOEFORGE_TEST_SHARDS:-1} rc=0 pids=()
+    for ((s = 0; s < shards; s++)); do
+      shard_env=(); sfx_s=""
+      [ $shards -gt 1 ] && shard_env=(GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$s) sfx_s=".shard$s"
+      env "${env_args[@]}" "${shard_env[@]}" ${MOEFORGE_TEST_SECONDS:+timeout $MOEFORGE_TEST_SECONDS} \
+          "$build/tests/moeforge_gpu_tests" --json "$json$sfx_s" ${filter:+--gtest_filter=$filter} \
+          > "$logs/gpu-tests-$pass$sfx_s.log" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait $p; r=$?; [ $r -gt $rc ] && rc=$r; done
+    if [ $shards -gt 1 ]; then
+      merged=$(python3 "$root/tools/merge_test_records.py" "$json" "$json".shard*) && rm -f "$json".shard*
+      note "gpu tests ($pass) merged: $merged"
+      cat "$logs/gpu-tests-$pass".shard*.log > "$logs/gpu-tests-$pass.log"
+    fi
     grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$logs/gpu-tests-$pass.log" | tail -n 40
     note "gpu tests ($pass) rc=$rc in $(( $(date +%s) - t0 ))s: $(grep -E '^\[  PASSED  \]' "$logs/gpu-tests-$pass.log" | tail -1) $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$logs/gpu-tests-$pass.log") failed lines"
   done

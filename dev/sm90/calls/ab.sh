@@ -15,7 +15,7 @@
 #   "none"), for AB_TEST_SECONDS.
 # Defaults: the W8A8 call (fp8:fp8, T = 512, 2048, 8192, 36308, both models, stress on), ~340 s.
 C=${1:?commit} BASE=${2:?baseline commit}
-. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
 pairs=${AB_SETS:-fp8:fp8}
 for pair in $pairs; do
   w=${pair%%:*} a=${pair#*:}

@@ -5,7 +5,7 @@
 # compiled; the W8A8 stress with the planner's choice; then the sm90 GPU tests as a user gets them
 # (the auto pass) until the call's time is spent. Results under $OUT/r.tgz, written as it goes.
 C=${1:?commit}
-. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
 bench() {  # name, env...
   local n=$1; shift
   env "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" \

@@ -7,7 +7,7 @@
 # ~300 s. Results under $OUT/r.tgz. Compare each GEMM's time with its weight bytes / the read
 # ceiling (bench's ceilings), and the sum of the small kernels with the bench's time minus the GEMMs.
 C=${1:?commit}
-. "$(dirname "$0")/common.sh"  # /tmp/o, el, T, st; builds $C
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st; builds $C
 prof() {  # name, weights, activations, extra env...
   local n=$1 w=$2 a=$3; shift 3
   env OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="8 128 512" MOEFORGE_PROFILE_BACKEND=sm90 \
