@@ -38,8 +38,11 @@ inline ChildResult run_fault_child(const std::string& gtest_filter, const std::s
   char exe[4096] = {};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return r;
-  const std::string cmd = "MOEFORGE_TEST_FAULT_CHILD=1 MOEFORGE_FAULT_STAGE='" + stage + "' " + extra_env + " '" +
-                          std::string(exe, size_t(n)) + "' --gtest_filter='" + gtest_filter + "' 2>&1";
+  // The child runs its one test whole: a parent that is one shard of a sharded run
+  // (run_all.sh MOEFORGE_TEST_SHARDS) must not hand it its shard, which would select no test.
+  const std::string cmd = "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX MOEFORGE_TEST_FAULT_CHILD=1 "
+                          "MOEFORGE_FAULT_STAGE='" + stage + "' " + extra_env + " '" + std::string(exe, size_t(n)) +
+                          "' --gtest_filter='" + gtest_filter + "' 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
