@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <string>
 
+#include "core/parallel.hpp"
 #include "moeforge/formats.hpp"
 
 namespace moeforge {
@@ -34,8 +35,14 @@ HostInputs make_inputs(const MoeSpec& spec, int64_t tokens, uint64_t seed) {
   in.x.resize(size_t(tokens * spec.hidden));
   in.logits.resize(size_t(tokens * spec.num_experts));
   const uint64_t sx = mix(seed * 2 + 1), sl = mix(seed * 2 + 2);
-  for (size_t i = 0; i < in.x.size(); ++i) in.x[i] = formats::float_to_bf16(float(normal(sx, i)));
-  for (size_t i = 0; i < in.logits.size(); ++i) in.logits[i] = float(2.0 * normal(sl, i));
+  // Threaded: one thread took 7 / 13 s at T = 36308 (Mistral-Small-4 / DeepSeek-V3) of a
+  // bench's GPU call, for values that depend only on their index.
+  parallel_ranges(int64_t(in.x.size()), int64_t(1) << 18, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) in.x[size_t(i)] = formats::float_to_bf16(float(normal(sx, uint64_t(i))));
+  });
+  parallel_ranges(int64_t(in.logits.size()), int64_t(1) << 18, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) in.logits[size_t(i)] = float(2.0 * normal(sl, uint64_t(i)));
+  });
   return in;
 }
 

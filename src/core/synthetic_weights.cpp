@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "moeforge/errors.hpp"
+#include "core/parallel.hpp"
 #include "core/synthetic_internal.hpp"
 #include "moeforge/weights.hpp"
 
@@ -61,20 +62,10 @@ constexpr float kUnit = 1.7320508075688772f / 65536.0f;
 void fill(std::vector<float>& out, int64_t n, uint64_t key, double stddev) {
   out.resize(size_t(n));
   const float scale = float(stddev) * kUnit;
-  auto work = [&](int64_t b, int64_t e) {
+  parallel_ranges(n, int64_t(1) << 20, [&](int64_t b, int64_t e) {
     float* o = out.data();
     for (int64_t i = b; i < e; ++i) o[i] = scaled_normal(key, uint64_t(i), scale);
-  };
-  constexpr int64_t kPerThread = int64_t(1) << 20;
-  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t nt = std::clamp<int64_t>(n / kPerThread, 1, std::min<int64_t>(hw, 16));
-  if (nt == 1) return work(0, n);
-  std::vector<std::thread> threads;
-  const int64_t chunk = (n + nt - 1) / nt;
-  for (int64_t t = 1; t < nt; ++t)
-    threads.emplace_back(work, std::min(n, t * chunk), std::min(n, (t + 1) * chunk));
-  work(0, std::min(n, chunk));
-  for (auto& th : threads) th.join();
+  });
 }
 
 }  // namespace

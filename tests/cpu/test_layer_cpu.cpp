@@ -2,10 +2,14 @@
 // may be absent (CI has none: these tests assert what must hold either way).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "core/inputs.hpp"
+#include "core/parallel.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/formats.hpp"
 #include "moeforge/layer.hpp"
@@ -114,4 +118,33 @@ TEST(Inputs, DeterministicAndNotDegenerate) {
   const double n = double(a.x.size()), mean = s / n, var = s2 / n - mean * mean;
   EXPECT_NEAR(mean, 0.0, 0.1);
   EXPECT_NEAR(var, 1.0, 0.15);
+}
+
+// Generated in threads, the values depend only on their index: a batch starts with the same
+// rows as any smaller one, whether that was generated inline (a few tokens) or split across
+// threads at other boundaries.
+TEST(Inputs, ThreadedBatchesAgreeWithSmallOnes) {
+  const MoeSpec spec = moeforge::testing::tiny_layer_spec("small");
+  const HostInputs many = make_inputs(spec, 20000, 5);
+  ASSERT_GT(many.x.size(), size_t(1) << 19);  // more than one thread's share
+  for (int64_t T : {int64_t(3), int64_t(12345)}) {
+    const HostInputs part = make_inputs(spec, T, 5);
+    EXPECT_TRUE(std::equal(part.x.begin(), part.x.end(), many.x.begin())) << "T " << T;
+    EXPECT_TRUE(std::equal(part.logits.begin(), part.logits.end(), many.logits.begin())) << "T " << T;
+  }
+}
+
+// parallel_ranges covers [0, n) exactly once, in contiguous ranges, for any n and grain.
+TEST(ParallelRanges, CoverEveryIndexOnce) {
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t(1000), int64_t(1) << 20, (int64_t(1) << 20) + 13})
+    for (int64_t grain : {int64_t(1), int64_t(64), int64_t(1) << 16}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      parallel_ranges(n, grain, [&](int64_t b, int64_t e) {
+        EXPECT_LE(b, e);
+        for (int64_t i = b; i < e; ++i) ++hits[size_t(i)];
+      });
+      int64_t wrong = 0;
+      for (const auto& h : hits) wrong += h.load() != 1;
+      EXPECT_EQ(wrong, 0) << "n " << n << " grain " << grain;
+    }
 }
