@@ -75,9 +75,10 @@ void write_record(const std::string& path, const RecordListener& l, bool complet
   rec["complete"] = complete;
   // One of several processes of a pass (run_all.sh MOEFORGE_TEST_SHARDS; tools/merge_test_records.py
   // joins their records): which share of the tests this record holds.
-  if (const char* n = std::getenv("GTEST_TOTAL_SHARDS"); n && *n)
-    rec["shard"] = {{"index", std::atoi(std::getenv("GTEST_SHARD_INDEX") ? std::getenv("GTEST_SHARD_INDEX") : "0")},
-                    {"total", std::atoi(n)}};
+  if (const char* n = std::getenv("GTEST_TOTAL_SHARDS"); n && *n) {
+    const char* i = std::getenv("GTEST_SHARD_INDEX");
+    rec["shard"] = {{"index", std::atoi(i ? i : "0")}, {"total", std::atoi(n)}};
+  }
   rec["passed"] = l.passed;
   rec["failed"] = l.failed;
   rec["skipped"] = l.skipped;

@@ -16,6 +16,6 @@ st() {
 tst() {
   local n=$1; shift
   env "$@" OUT=/tmp/o/$n bash tests/gpu/run_all.sh $C tests > /tmp/o/$n.log 2>&1
-  echo "== $n at $(el)s: $(grep -E '^gpu tests' /tmp/o/$n.log | tail -2 | tr "\n" " ")"; grep -E "^\[  FAILED" /tmp/o/$n.log | head -5; T
+  echo "== $n at $(el)s: $(grep -E '^gpu tests' /tmp/o/$n.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/$n.log | head -5; T
 }
 OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log
