@@ -43,6 +43,7 @@ struct BenchOptions {
   std::string json_path;
   std::string checkpoint;
   int layer = 0;
+  bool model_given = false;
   std::string l2_flush = "read";
   std::string launch = "graph";
 };
@@ -86,7 +87,8 @@ int bench(const BenchOptions& o) {
   std::shared_ptr<const CheckpointWeights> ckpt;
   MoeSpec spec;
   if (!o.checkpoint.empty()) {
-    ckpt = CheckpointWeights::open(o.checkpoint, o.layer);  // before the GPU check: a bad checkpoint says so anywhere
+    // Before the GPU check: a bad checkpoint (or flag) says so anywhere.
+    ckpt = open_checkpoint(o.checkpoint, o.layer, o.model_given ? "--model" : "", o.formats);
     spec = ckpt->spec();
   } else {
     spec = presets::get(o.model);
@@ -216,7 +218,9 @@ Registered register_bench(CLI::App& root) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = root.add_subcommand(
       "bench", "Time the layer per batch size against the device's read bandwidth and cuBLAS GEMM rate");
-  cmd->add_option("--model", o->model, "Preset")->capture_default_str();
+  cmd->add_option("--model", o->model, "Preset")->capture_default_str()->each([o](const std::string&) {
+    o->model_given = true;
+  });
   cmd->add_option("--tokens", o->tokens, "Batch sizes T, comma separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto or a GPU backend name")->capture_default_str();
   o->formats.add_to(cmd);

@@ -1,5 +1,8 @@
 // moeforge precompile: fill the kernel cache ahead of time for given exact
-// targets (container images, air-gapped hosts, CI). NVRTC only: no GPU needed.
+// targets (container images, air-gapped hosts, CI). NVRTC only: no GPU needed. The kernels
+// are those of presets in given formats (--model, --all-presets, --weights, --activations) or
+// of one checkpoint's layer (--checkpoint DIR --layer L: its shape and formats, e.g. an NVFP4
+// model's W4A16 kernels).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 
 #include "backends/backend.hpp"
 #include "commands.hpp"
+#include "moeforge/checkpoint.hpp"
 #include "moeforge/errors.hpp"
 #include "moeforge/spec.hpp"
 #include "runtime/cache.hpp"
@@ -28,6 +32,9 @@ struct Options {
   std::string targets;
   std::vector<std::string> models;
   bool all_presets = false;
+  FormatOptions formats;
+  std::string checkpoint;
+  int layer = 0;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -83,19 +90,42 @@ int run(const Options& o) {
     for (int s : nvrtc_sms) ok |= s == sm;
     if (!ok) throw Unsupported(fmt::format("--target {}: NVRTC {} cannot compile for sm_{}", t, rt::nvrtc_version(), sm));
   }
-  std::vector<std::string> models = o.models;
-  if (o.all_presets) models = presets::names();
-  if (models.empty()) models = {"mistral-small-4"};
+  // The layers: one checkpoint's, or presets in the given formats.
+  std::vector<MoeSpec> specs;
+  std::string what;
+  if (!o.checkpoint.empty()) {
+    const char* preset_flag = o.all_presets ? "--all-presets" : !o.models.empty() ? "--model" : "";
+    const auto ckpt = open_checkpoint(o.checkpoint, o.layer, preset_flag, o.formats);
+    specs.push_back(ckpt->spec());
+    what = ckpt->describe();
+  } else {
+    std::vector<std::string> models = o.models;
+    if (o.all_presets) models = presets::names();
+    if (models.empty()) models = {"mistral-small-4"};
+    for (const std::string& m : models) {
+      MoeSpec spec = presets::get(m);
+      o.formats.apply(spec);
+      spec.validate();
+      specs.push_back(spec);
+      if (!what.empty()) what += ", ";
+      what += m;
+    }
+    what += fmt::format(" ({} weights, {} activations)", o.formats.weights, o.formats.activations);
+  }
 
-  // Every kernel of every GPU backend for every model, once; plus the runtime's own.
+  // Every kernel of every GPU backend that serves each layer, once; plus the runtime's own.
   std::map<std::string, rt::KernelSpec> kernels;
   kernels.emplace(spec_id(rt::selftest_kernel_spec()), rt::selftest_kernel_spec());
   kernels.emplace(spec_id(rt::fault_kernel_spec()), rt::fault_kernel_spec());
-  for (const std::string& m : models) {
-    const MoeSpec spec = presets::get(m);
+  for (const MoeSpec& spec : specs) {
+    size_t served = 0;
     for (const Backend* b : all_backends())
       if (b->needs_gpu())
-        for (const rt::KernelSpec& k : b->kernels(spec)) kernels.emplace(spec_id(k), k);
+        for (const rt::KernelSpec& k : b->kernels(spec)) {
+          kernels.emplace(spec_id(k), k);
+          ++served;
+        }
+    if (served == 0) throw Unsupported(fmt::format("no GPU backend serves {}: nothing to compile", spec.describe()));
   }
 
   rt::KernelCache& cache = rt::default_cache();
@@ -131,9 +161,7 @@ int run(const Options& o) {
     }
   progress.finish();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string models_str;
-  for (auto& m : models) models_str += (models_str.empty() ? "" : ", ") + m;
-  fmt::print("precompile: {} kernels x {} targets for {} into {} ({})\n", kernels.size(), targets.size(), models_str,
+  fmt::print("precompile: {} kernels x {} targets for {} into {} ({})\n", kernels.size(), targets.size(), what,
              cache.root(), cache.mode());
   for (const auto& [t, n] : per_target) fmt::print("  {}: compiled {}, cached {}\n", t, n.first, n.second);
   fmt::print("compiled {}, cached {}, {:.1f} s\n", compiled, cached, s);
@@ -148,6 +176,10 @@ Registered register_precompile(CLI::App& root) {
   cmd->add_option("--target", opt->targets, "Comma-separated exact targets, e.g. sm_90a,sm_121a")->required();
   cmd->add_option("--model", opt->models, "Preset(s) whose kernels to compile (default: mistral-small-4)");
   cmd->add_flag("--all-presets", opt->all_presets, "Compile the kernels of every preset");
+  opt->formats.add_to(cmd);
+  cmd->add_option("--checkpoint", opt->checkpoint,
+                  "Compile the kernels of one layer of this Hugging Face checkpoint directory instead of presets");
+  cmd->add_option("--layer", opt->layer, "Layer of --checkpoint")->capture_default_str();
   return {cmd, [opt]() -> int { return run(*opt); }};
 }
 

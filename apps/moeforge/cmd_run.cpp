@@ -95,13 +95,9 @@ int run(const RunOptions& o) {
   std::shared_ptr<const WeightSource> weights;
   std::shared_ptr<const CheckpointWeights> ckpt;
   if (!o.checkpoint.empty()) {
-    if (o.model_given) throw InvalidArgument("--model", "cannot be combined with --checkpoint (the spec comes from its config.json)");
-    if (o.formats.given)
-      throw InvalidArgument("--weights/--activations",
-                            "cannot be combined with --checkpoint (the formats come from its tensors)");
     if (o.routing != "router" && o.routing != "random")
       throw InvalidArgument("--routing", fmt::format("expected router or random, got '{}'", o.routing));
-    ckpt = CheckpointWeights::open(o.checkpoint, o.layer);
+    ckpt = open_checkpoint(o.checkpoint, o.layer, o.model_given ? "--model" : "", o.formats);
     spec = ckpt->spec();
     weights = ckpt;
   } else {

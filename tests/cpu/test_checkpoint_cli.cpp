@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "moeforge/checkpoint.hpp"
 #include "test_runtime_support.hpp"
 
 namespace {
@@ -49,6 +50,25 @@ TEST(CheckpointCli, ErrorsNameTheProblemWithTheIoExitCode) {
                                            "/bf16-qwen3 --model deepseek-v3 --tokens 2 2>&1", &code);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("--model"), std::string::npos) << out;
+}
+
+// `moeforge precompile --checkpoint DIR --layer L` compiles what that layer loads: the kernels of
+// its shape in its formats (the NVFP4 fixture: the portable backend's NVFP4 kernels at sm_80, the
+// cheapest target to compile for), and names the checkpoint in its summary.
+TEST(CheckpointCli, PrecompileCompilesTheLayersKernels) {
+  if (fixtures().empty()) GTEST_SKIP() << "MOEFORGE_FIXTURES_DIR is not set: tools/test.d/10-checkpoints.sh sets it";
+  moeforge::testing::TempDir tmp;
+  const std::string dir = fixtures() + "/nvfp4-ct";
+  int code = -1;
+  const std::string out = moeforge::testing::run_capture(
+      "MOEFORGE_CACHE_DIR=" + tmp.path + "/cache " + std::string(MOEFORGE_CLI_PATH) + " precompile --target sm_80 " +
+          "--checkpoint " + dir + " --layer 0 2>&1",
+      &code);
+  ASSERT_EQ(code, 0) << out;
+  const auto ckpt = moeforge::CheckpointWeights::open(dir, 0);
+  EXPECT_EQ(ckpt->spec().weight_format, moeforge::WeightFormat::NVFP4);
+  EXPECT_NE(out.find(ckpt->describe()), std::string::npos) << out;
+  EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", ckpt->spec(), "sm_80"), 0);
 }
 
 }  // namespace

@@ -83,4 +83,23 @@ TEST(CliBench, BadFlagsNameTheArgument) {
   expect_exit("bench --launch eagerly --tokens 1", 2, "--launch: must be graph or stream, got 'eagerly'");
   expect_exit("bench --runs 0", 2, "--runs");
   expect_exit("bench --tokens 0", 2, "--tokens");
+  // A checkpoint gives the spec and the formats: flags that would contradict it are refused,
+  // not silently ignored.
+  expect_exit("bench --checkpoint /nonexistent --model deepseek-v3", 2, "--model: cannot be combined with --checkpoint");
+  expect_exit("bench --checkpoint /nonexistent --weights nvfp4", 2, "--weights/--activations: cannot be combined");
+}
+
+// precompile's flags: refused before anything compiles, naming the flag.
+TEST(CliPrecompile, BadFlagsNameTheArgument) {
+  expect_exit("precompile --target sm_90a --weights fp9", 2, "--weights: unknown weight format 'fp9'");
+  expect_exit("precompile --target sm_90a --activations int4", 2, "--activations");
+  expect_exit("precompile --target sm_90a --checkpoint /nonexistent --model deepseek-v3", 2,
+              "--model: cannot be combined with --checkpoint");
+  expect_exit("precompile --target sm_90a --checkpoint /nonexistent --all-presets", 2,
+              "--all-presets: cannot be combined with --checkpoint");
+  expect_exit("precompile --target sm_90a --checkpoint /nonexistent --activations fp8", 2,
+              "--weights/--activations: cannot be combined");
+  expect_exit("precompile --target sm_90a --checkpoint /nonexistent", 7, "not a checkpoint directory");
+  // No GPU backend serves MXFP4 weights with FP8 activations: nothing to compile, and it says so.
+  expect_exit("precompile --target sm_90a --weights mxfp4 --activations fp8", 3, "no GPU backend serves");
 }

@@ -34,21 +34,13 @@ TEST(DoctorCli, PrecompileThenDoctorJson) {
   {
     namespace rt = moeforge::rt;
     const moeforge::MoeSpec spec = moeforge::presets::get("mistral-small-4");
-    int checked = 0, with_pdl = 0;
-    for (const moeforge::Backend* b : moeforge::all_backends()) {
-      if (!b->needs_gpu()) continue;
-      for (const rt::KernelSpec& k : b->kernels(spec)) {
-        if (!rt::built_for(k, "sm_90a")) continue;
-        const bool pdl = rt::launches_with_pdl(k, "sm_90a", rt::settings().pdl);
-        const rt::CompileRequest req{k.source, k.entry, k.defines, k.options, "sm_90a", pdl};
-        const std::string key = rt::cache_key(rt::key_inputs(req));
-        EXPECT_TRUE(std::filesystem::exists(tmp.path + "/cache/sm_90a/" + key + ".cubin")) << k.entry;
-        ++checked;
-        with_pdl += pdl;
-      }
+    EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", spec, "sm_90a"), 0);
+    int with_pdl = 0;  // the forward's kernels all wait on the prior grid: some keys carry the proof
+    for (const rt::KernelSpec& k : moeforge::sm90_backend().kernels(spec))
+      with_pdl += rt::launches_with_pdl(k, "sm_90a", rt::settings().pdl);
+    if (rt::settings().pdl) {
+      EXPECT_GT(with_pdl, 0);
     }
-    EXPECT_GT(checked, 0);
-    if (rt::settings().pdl) EXPECT_GT(with_pdl, 0);  // the forward's kernels all wait on the prior grid
   }
   // Second run: everything from the cache.
   out = run_capture(env + MOEFORGE_CLI_PATH " precompile --target sm_90a,sm_121a 2>&1", &status);
@@ -118,4 +110,18 @@ TEST(DoctorCli, PrecompileRejectsUnknownTargets) {
   out = run_capture(MOEFORGE_CLI_PATH " precompile --target sm_70 2>&1", &status);
   EXPECT_EQ(status, 3) << out;
   EXPECT_NE(out.find("cannot compile for sm_70"), std::string::npos) << out;
+}
+
+// --weights / --activations select the presets' formats: what an NVFP4 deployment loads is what
+// gets compiled (sm_80: the portable backend's kernels, the cheapest target to compile for).
+TEST(DoctorCli, PrecompileCompilesTheFormatsAsked) {
+  TempDir tmp;
+  int status = -1;
+  const std::string out = run_capture("MOEFORGE_CACHE_DIR=" + tmp.path + "/cache " MOEFORGE_CLI_PATH
+                                      " precompile --target sm_80 --weights nvfp4 2>&1", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("nvfp4 weights"), std::string::npos) << out;
+  moeforge::MoeSpec spec = moeforge::presets::get("mistral-small-4");
+  spec.weight_format = moeforge::WeightFormat::NVFP4;
+  EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", spec, "sm_80"), 0);
 }

@@ -12,6 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "backends/backend.hpp"
+#include "moeforge/spec.hpp"
+#include "runtime/cache.hpp"
+#include "runtime/jit.hpp"
+#include "runtime/settings.hpp"
+
 namespace moeforge::testing {
 
 // A fresh directory under /tmp, removed at scope exit.
@@ -51,6 +57,26 @@ void parallel_for(size_t n, F&& f) {
       for (size_t i = next++; i < n; i = next++) f(i);
     });
   for (auto& t : pool) t.join();
+}
+
+// Checks that every kernel the GPU backends would load for spec on target is in the kernel cache
+// at cache_root: each with the PDL proof where it launches with PDL (MOEFORGE_PDL: another cache
+// key), as load_kernel asks for it. Returns how many kernels were checked.
+inline int expect_precompiled(const std::string& cache_root, const MoeSpec& spec, const std::string& target) {
+  int checked = 0;
+  for (const Backend* b : all_backends()) {
+    if (!b->needs_gpu()) continue;
+    for (const rt::KernelSpec& k : b->kernels(spec)) {
+      if (!rt::built_for(k, target)) continue;
+      const bool pdl = rt::launches_with_pdl(k, target, rt::settings().pdl);
+      const rt::CompileRequest req{k.source, k.entry, k.defines, k.options, target, pdl};
+      const std::string key = rt::cache_key(rt::key_inputs(req));
+      EXPECT_TRUE(std::filesystem::exists(cache_root + "/" + target + "/" + key + ".cubin"))
+          << k.entry << " for " << spec.describe();
+      ++checked;
+    }
+  }
+  return checked;
 }
 
 }  // namespace moeforge::testing
