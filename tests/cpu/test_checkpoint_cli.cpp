@@ -68,7 +68,7 @@ TEST(CheckpointCli, PrecompileCompilesTheLayersKernels) {
   const auto ckpt = moeforge::CheckpointWeights::open(dir, 0);
   EXPECT_EQ(ckpt->spec().weight_format, moeforge::WeightFormat::NVFP4);
   EXPECT_NE(out.find(ckpt->describe()), std::string::npos) << out;
-  EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", ckpt->spec(), "sm_80"), 0);
+  EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", ckpt->spec(), "sm_80").checked, 0);
 }
 
 }  // namespace

@@ -4,13 +4,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "backends/backend.hpp"
 #include "moeforge/spec.hpp"
-#include "runtime/cache.hpp"
 #include "runtime/device.hpp"
 #include "runtime/doctor.hpp"
 #include "runtime/driver.hpp"
-#include "runtime/jit.hpp"
 #include "runtime/settings.hpp"
 #include "test_runtime_support.hpp"
 
@@ -32,14 +29,11 @@ TEST(DoctorCli, PrecompileThenDoctorJson) {
   // for the default model, each with the PDL proof where it launches with PDL (another key).
   // (Until session 21 precompile built every kernel without it: its entries were never hit.)
   {
-    namespace rt = moeforge::rt;
     const moeforge::MoeSpec spec = moeforge::presets::get("mistral-small-4");
-    EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", spec, "sm_90a"), 0);
-    int with_pdl = 0;  // the forward's kernels all wait on the prior grid: some keys carry the proof
-    for (const rt::KernelSpec& k : moeforge::sm90_backend().kernels(spec))
-      with_pdl += rt::launches_with_pdl(k, "sm_90a", rt::settings().pdl);
-    if (rt::settings().pdl) {
-      EXPECT_GT(with_pdl, 0);
+    const auto c = moeforge::testing::expect_precompiled(tmp.path + "/cache", spec, "sm_90a");
+    EXPECT_GT(c.checked, 0);
+    if (moeforge::rt::settings().pdl) {  // the forward's kernels all wait on the prior grid
+      EXPECT_GT(c.with_pdl, 0);
     }
   }
   // Second run: everything from the cache.
@@ -70,7 +64,9 @@ TEST(DoctorCli, PrecompileThenDoctorJson) {
   // Human-readable form.
   out = run_capture(env + MOEFORGE_CLI_PATH " doctor --no-selftest 2>/dev/null", &status);
   EXPECT_NE(out.find("kernel cache  " + tmp.path + "/cache"), std::string::npos) << out;
-  if (!moeforge::rt::driver_or_null()) EXPECT_NE(out.find("no CUDA driver: "), std::string::npos) << out;
+  if (!moeforge::rt::driver_or_null()) {
+    EXPECT_NE(out.find("no CUDA driver: "), std::string::npos) << out;
+  }
 }
 
 TEST(DoctorCli, UnsafeCacheIsReportedAndPrecompileRefuses) {
@@ -123,5 +119,5 @@ TEST(DoctorCli, PrecompileCompilesTheFormatsAsked) {
   EXPECT_NE(out.find("nvfp4 weights"), std::string::npos) << out;
   moeforge::MoeSpec spec = moeforge::presets::get("mistral-small-4");
   spec.weight_format = moeforge::WeightFormat::NVFP4;
-  EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", spec, "sm_80"), 0);
+  EXPECT_GT(moeforge::testing::expect_precompiled(tmp.path + "/cache", spec, "sm_80").checked, 0);
 }

@@ -61,9 +61,14 @@ void parallel_for(size_t n, F&& f) {
 
 // Checks that every kernel the GPU backends would load for spec on target is in the kernel cache
 // at cache_root: each with the PDL proof where it launches with PDL (MOEFORGE_PDL: another cache
-// key), as load_kernel asks for it. Returns how many kernels were checked.
-inline int expect_precompiled(const std::string& cache_root, const MoeSpec& spec, const std::string& target) {
-  int checked = 0;
+// key), as load_kernel asks for it.
+struct PrecompiledCheck {
+  int checked = 0;   // kernels looked up
+  int with_pdl = 0;  // of them, under the key with the PDL proof
+};
+inline PrecompiledCheck expect_precompiled(const std::string& cache_root, const MoeSpec& spec,
+                                           const std::string& target) {
+  PrecompiledCheck c;
   for (const Backend* b : all_backends()) {
     if (!b->needs_gpu()) continue;
     for (const rt::KernelSpec& k : b->kernels(spec)) {
@@ -73,10 +78,11 @@ inline int expect_precompiled(const std::string& cache_root, const MoeSpec& spec
       const std::string key = rt::cache_key(rt::key_inputs(req));
       EXPECT_TRUE(std::filesystem::exists(cache_root + "/" + target + "/" + key + ".cubin"))
           << k.entry << " for " << spec.describe();
-      ++checked;
+      ++c.checked;
+      c.with_pdl += pdl;
     }
   }
-  return checked;
+  return c;
 }
 
 }  // namespace moeforge::testing

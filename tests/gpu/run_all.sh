@@ -111,10 +111,11 @@ if has tests; then
     done
     for p in "${pids[@]}"; do wait $p; r=$?; [ $r -gt $rc ] && rc=$r; done
     # The counts: the merged record's (shards), or gtest's last line (one process).
-    counts=$(grep -E '^\[  PASSED  \]' "$logs/gpu-tests-$pass.log" 2>/dev/null | tail -1)
     if [ $shards -gt 1 ]; then
       counts=$(python3 "$root/tools/merge_test_records.py" "$json" "$json".shard*) && rm -f "$json".shard*
       cat "$logs/gpu-tests-$pass".shard*.log > "$logs/gpu-tests-$pass.log"
+    else
+      counts=$(grep -E '^\[  PASSED  \]' "$logs/gpu-tests-$pass.log" | tail -1)
     fi
     grep -E "^\[  (FAILED|PASSED) |^\[==========\]|FAILED  \]" "$logs/gpu-tests-$pass.log" | tail -n 40
     note "gpu tests ($pass) rc=$rc in $(( $(date +%s) - t0 ))s: $counts, $(grep -cE '^\[  FAILED  \] [A-Za-z]' "$logs/gpu-tests-$pass.log") failed lines"
