@@ -40,25 +40,33 @@ if has build; then
 fi
 cli=$build/moeforge
 # A/B in one call: MOEFORGE_BASELINE_SRC=<a source tree> (e.g. `git archive` of main into a carried,
-# git-excluded folder) and MOEFORGE_BASELINE_COMMIT=<its commit>: the bench stage runs the same
-# matrix with that tree's CLI too (records tagged "-base"), so a kernel change is judged against
-# its predecessor on the same machine in the same run.
-base_cli=""
+# git-excluded folder) and MOEFORGE_BASELINE_COMMIT=<its commit>: the bench and profile stages
+# run the same matrix with that tree's CLI too (records tagged "-base"), so a kernel change is
+# judged against its predecessor on the same machine in the same run. Several trees (a ladder:
+# main, main + change 1, main + changes 1 and 2, ...) are space-separated lists in both
+# variables, in the same order; the i-th (from 2) is tagged "-base<i>".
+bases=()  # the indices of the baselines that built: 1 (-base), 2 (-base2), ...
 if [ -n "${MOEFORGE_BASELINE_SRC:-}" ]; then
-  base_build=$root/build-base
-  cmake -S "$MOEFORGE_BASELINE_SRC" -B "$base_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_PREFIX_PATH="$prefix" -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build-base.log" 2>&1 &&
-    ninja -C "$base_build" moeforge >> "$logs/build-base.log" 2>&1
-  rc=$?
-  note "baseline build (${MOEFORGE_BASELINE_COMMIT:?name the baseline commit}) rc=$rc"
-  [ $rc -eq 0 ] && base_cli=$base_build/moeforge
+  read -ra base_srcs <<< "$MOEFORGE_BASELINE_SRC"
+  read -ra base_commits <<< "${MOEFORGE_BASELINE_COMMIT:?name the baseline commit}"
+  [ ${#base_srcs[@]} = ${#base_commits[@]} ] || { echo "MOEFORGE_BASELINE_SRC and _COMMIT: one commit a tree" >&2; exit 1; }
+  for i in "${!base_srcs[@]}"; do
+    n=$((i + 1)); tag=base$([ $n = 1 ] || echo $n)
+    cmake -S "${base_srcs[$i]}" -B "$root/build-$tag" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DCMAKE_PREFIX_PATH="$prefix" -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build-$tag.log" 2>&1 &&
+      ninja -C "$root/build-$tag" moeforge >> "$logs/build-$tag.log" 2>&1
+    rc=$?
+    note "baseline build $n (${base_commits[$i]}) rc=$rc"
+    [ $rc -eq 0 ] && bases+=("$n")
+  done
 fi
-# Sets run_cli, its file suffix and environment for `main` (this tree) or `base` (the baseline).
+# Sets run_cli, its file suffix and environment for `main` (this tree) or baseline n.
 select_cli() {
   run_cli=$cli sfx="" run_env=()
-  if [ "$1" = base ]; then
-    run_cli=$base_cli sfx="-base"
-    run_env=(MOEFORGE_COMMIT=$MOEFORGE_BASELINE_COMMIT MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR-base)
+  if [ "$1" != main ]; then
+    sfx=-base$([ "$1" = 1 ] || echo "$1")
+    run_cli=$root/build${sfx}/moeforge
+    run_env=(MOEFORGE_COMMIT=${base_commits[$(($1 - 1))]} MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR$sfx)
   fi
 }
 
@@ -148,7 +156,7 @@ if has bench; then
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
-        for which in main ${base_cli:+base}; do
+        for which in main "${bases[@]}"; do
           select_cli $which
           run_tag=$tag$sfx
           launch_args=(--launch "$launch")  # a baseline older than --launch enqueues directly
@@ -183,7 +191,7 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
   # used by the records before session 6), so the kernel times add up to the bench's time.
   metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max
   # With MOEFORGE_BASELINE_SRC, the baseline's CLI is profiled the same way after this tree's.
-  for which in main ${base_cli:+base}; do
+  for which in main "${bases[@]}"; do
     select_cli $which
     for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
       csv="$logs/profile-T$T$sfx.csv"

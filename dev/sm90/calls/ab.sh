@@ -4,6 +4,8 @@
 #         rm -rf .ab && mkdir -p .ab/main && git archive main | tar x -C .ab/main
 #         bash dev/sm90/calls/precheck.sh   (every kernel through NVRTC for sm_90a, here)
 #   then: bash dev/sm90/calls/ab.sh <the branch's commit> <main's commit>
+# A ladder (several trees in one call): ab.sh <tip> <base> <base2> ...: baseline n's tree is
+# .ab/<its commit> where that exists (else .ab/main), its records tagged "-base<n>" (run_all.sh).
 # (the call copies the working tree: check the branch out before calling, main again after).
 # Steps, in this order:
 # - the sm90 bench of both trees for each weights:activations pair of AB_SETS ("fp8:fp8" W8A8,
@@ -15,11 +17,12 @@
 #   "none"), for AB_TEST_SECONDS.
 # Defaults: the W8A8 call (fp8:fp8, T = 512, 2048, 8192, 36308, both models, stress on), ~340 s.
 C=${1:?commit} BASE=${2:?baseline commit}
+base_srcs=""; for b in "${@:2}"; do base_srcs+="${base_srcs:+ }$PWD/.ab/$([ -d .ab/$b ] && echo $b || echo main)"; done
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
 pairs=${AB_SETS:-fp8:fp8}
 for pair in $pairs; do
   w=${pair%%:*} a=${pair#*:}
-  MOEFORGE_BASELINE_SRC=$PWD/.ab/main MOEFORGE_BASELINE_COMMIT=$BASE OUT=/tmp/o/ab-$w-$a MOEFORGE_BENCH_BACKENDS=sm90 \
+  MOEFORGE_BASELINE_SRC="$base_srcs" MOEFORGE_BASELINE_COMMIT="${*:2}" OUT=/tmp/o/ab-$w-$a MOEFORGE_BENCH_BACKENDS=sm90 \
     MOEFORGE_BENCH_MODELS="${AB_MODELS:-mistral-small-4 deepseek-v3}" MOEFORGE_BENCH_WEIGHTS=$w MOEFORGE_BENCH_ACTIVATIONS=$a \
     MOEFORGE_BENCH_TOKENS=${AB_TOKENS:-512,2048,8192,36308} bash tests/gpu/run_all.sh $C bench > /tmp/o/ab-$w-$a.log 2>&1
   echo "== ab $w:$a at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab-$w-$a.log | grep -E "^-- bench|^ +[0-9]+ " | cut -c1-100; T
