@@ -2,9 +2,11 @@
 // formats::quantize_fp8_group128, bit for bit: codes and scales written in place over the bf16
 // rows, the scales in each row (decode GEMMs) or transposed per 128-row tile (wide GEMMs), for
 // an odd and an even number of 128-groups per row, rows past the expert's count left untouched
-// (but for the tiled scales' slots in a tile's first four rows). Rows hold random values at random magnitudes, all-zero groups, groups with a NaN or
-// an Inf, and groups whose values sit exactly on e4m3 rounding ties (amax = 448 x 2^e makes the
-// scale 2^e exact, so x / scale lands on the midpoint).
+// (but for the tiled scales' slots in a tile's first four rows). Rows hold random values at
+// random magnitudes, all-zero groups, groups with a NaN or an Inf, groups whose values sit
+// exactly on e4m3 rounding ties (amax = 448 x 2^e or 672 x 2^e makes the scale 2^e or
+// 1.5 x 2^e exactly, so x / scale lands on the midpoint), and tiny groups with subnormals and
+// negative zeros.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,11 +43,19 @@ std::vector<uint16_t> make_rows(int64_t n, int64_t k, uint64_t seed) {
         float x = 0.f;
         if (kind == 1) {
           x = 0.f;  // all zero: scale 1, codes 0
-        } else if (kind == 2) {  // ties: 448 * 2^e, then (m + 1/2) ulps of e4m3 at exponents 2^-3 .. 2^7
+        } else if (kind == 2 || kind == 5) {
+          // Ties: amax 448 * 2^e makes the scale 2^e (kind 2), amax 672 * 2^e makes it 1.5 * 2^e
+          // (kind 5: a scale whose reciprocal is inexact, where dividing by a rounded reciprocal
+          // would miss); then (m + 1/2) ulps of e4m3 at exponents 2^-3 .. 2^7, times the scale.
+          const float unit = kind == 2 ? 1.f : 1.5f;
           const int ex = i % 11 - 3;
-          x = i == 0 ? std::ldexp(448.f, e)
-                     : std::ldexp((1.f + (float(mantissa(rng)) + 0.5f) / 8.f) * std::ldexp(1.f, ex), e);
+          x = i == 0 ? std::ldexp(448.f * unit, e)
+                     : std::ldexp((1.f + (float(mantissa(rng)) + 0.5f) / 8.f) * std::ldexp(unit, ex), e);
           if (coin(rng)) x = -x;
+        } else if (kind == 6) {
+          // Tiny groups (amax ~2^-70 .. 2^-56, a scale under 2^-60: the division path) and bf16
+          // subnormals, with negative zeros (code 0x80) among them.
+          x = i % 5 == 0 ? -0.f : std::ldexp(normal(rng), i % 3 == 0 ? -130 : e - 50);
         } else {
           x = std::ldexp(normal(rng), e);
         }

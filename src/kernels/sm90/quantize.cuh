@@ -30,6 +30,7 @@
 // Defines: QUANT_K (K, a multiple of 128), SCALES_TILED (0 or 1).
 #pragma once
 #include "common/convert.cuh"
+#include "common/div_by_reciprocal.cuh"
 #include "common/grid_dependency.cuh"
 #include "sm90/ptx/e4m3.cuh"
 
@@ -96,34 +97,41 @@ __device__ __forceinline__ RowScales quantize_row(const u16* src, unsigned char*
     for (int i = 0; i < kBatch; ++i) {
       if (b0 + i >= kSteps) break;
       const u32 w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-      float x[8];
+      // The group's amax, and whether it holds a NaN or an Inf, from the bf16 bits: |x|'s
+      // 16-bit patterns order as |x| does, and NaN / Inf are the patterns from 0x7F80 up.
+      u32 m = 0;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        x[2 * j] = bf16_to_f32(u16(w[j]));
-        x[2 * j + 1] = bf16_to_f32(u16(w[j] >> 16));
-      }
-      float amax = 0.f;
-      bool finite = true;  // fmaxf drops NaN: test finiteness apart (NaN and Inf fail "<= FLT_MAX")
+      for (int j = 0; j < 4; ++j) m = __vmaxu2(m, w[j] & 0x7FFF7FFFu);
+      u32 amax_bits = max(m & 0xFFFFu, m >> 16);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        amax = fmaxf(amax, fabsf(x[j]));
-        finite = finite && fabsf(x[j]) <= 3.40282347e38f;
-      }
-      u32 bad = finite ? 0u : 1u;
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) {  // within the 16 lanes of the group
-        amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
-        bad |= __shfl_xor_sync(~0u, bad, o);
-      }
-      float scale = amax / 448.0f;
+      for (int o = 8; o > 0; o >>= 1)  // within the 16 lanes of the group
+        amax_bits = max(amax_bits, __shfl_xor_sync(~0u, amax_bits, o));
+      const bool bad = amax_bits >= 0x7F80u;
+      float scale = __uint_as_float(amax_bits << 16) / 448.0f;
       if (!(scale > 0.0f)) scale = 1.0f;
       if (bad) scale = __int_as_float(0x7FC00000);
       scales[b0 + i] = scale;
+      float x[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        x[2 * j] = __uint_as_float(w[j] << 16);
+        x[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+      }
+      // x / scale as the reference divides: by the reciprocal, computed once a group
+      // (common/div_by_reciprocal.cuh), down to its guard; below it (amax < ~2^-51) divided.
+      if (scale >= moe_div::kMinDivisor) {
+        const float inv = __frcp_rn(scale);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x[j] = moe_div::div_rn_by(x[j], scale, inv);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x[j] = x[j] / scale;
+      }
       const int col = (b0 + i) * 256 + lane * 8;
       if (col < QUANT_K) {
         uint2 c;
-        c.x = bad ? 0x7F7F7F7Fu : e4m3x2(x[0] / scale, x[1] / scale) | e4m3x2(x[2] / scale, x[3] / scale) << 16;
-        c.y = bad ? 0x7F7F7F7Fu : e4m3x2(x[4] / scale, x[5] / scale) | e4m3x2(x[6] / scale, x[7] / scale) << 16;
+        c.x = bad ? 0x7F7F7F7Fu : e4m3x2(x[0], x[1]) | e4m3x2(x[2], x[3]) << 16;
+        c.y = bad ? 0x7F7F7F7Fu : e4m3x2(x[4], x[5]) | e4m3x2(x[6], x[7]) << 16;
         *reinterpret_cast<uint2*>(dst + col) = c;
       }
     }
