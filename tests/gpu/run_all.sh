@@ -45,19 +45,21 @@ cli=$build/moeforge
 # judged against its predecessor on the same machine in the same run. Several trees (a ladder:
 # main, main + change 1, main + changes 1 and 2, ...) are space-separated lists in both
 # variables, in the same order; the i-th (from 2) is tagged "-base<i>".
-bases=()  # the indices of the baselines that built: 1 (-base), 2 (-base2), ...
+base_clis=() bases=()  # the indices of the baselines that built: 1 (-base), 2 (-base2), ...
 if [ -n "${MOEFORGE_BASELINE_SRC:-}" ]; then
   read -ra base_srcs <<< "$MOEFORGE_BASELINE_SRC"
   read -ra base_commits <<< "${MOEFORGE_BASELINE_COMMIT:?name the baseline commit}"
   [ ${#base_srcs[@]} = ${#base_commits[@]} ] || { echo "MOEFORGE_BASELINE_SRC and _COMMIT: one commit a tree" >&2; exit 1; }
   for i in "${!base_srcs[@]}"; do
-    n=$((i + 1)); tag=base$([ $n = 1 ] || echo $n)
-    cmake -S "${base_srcs[$i]}" -B "$root/build-$tag" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-          -DCMAKE_PREFIX_PATH="$prefix" -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build-$tag.log" 2>&1 &&
-      ninja -C "$root/build-$tag" moeforge >> "$logs/build-$tag.log" 2>&1
+    # A build folder per source tree: a warm machine keeps the last call's, whose CMake cache
+    # names its source and refuses another.
+    n=$((i + 1)) dir=$root/build-base-$(basename "${base_srcs[$i]}")
+    cmake -S "${base_srcs[$i]}" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DCMAKE_PREFIX_PATH="$prefix" -DOPENSSL_ROOT_DIR="$prefix" > "$logs/build-base$n.log" 2>&1 &&
+      ninja -C "$dir" moeforge >> "$logs/build-base$n.log" 2>&1
     rc=$?
     note "baseline build $n (${base_commits[$i]}) rc=$rc"
-    [ $rc -eq 0 ] && bases+=("$n")
+    [ $rc -eq 0 ] && bases+=("$n") base_clis[$n]=$dir/moeforge
   done
 fi
 # Sets run_cli, its file suffix and environment for `main` (this tree) or baseline n.
@@ -65,7 +67,7 @@ select_cli() {
   run_cli=$cli sfx="" run_env=()
   if [ "$1" != main ]; then
     sfx=-base$([ "$1" = 1 ] || echo "$1")
-    run_cli=$root/build${sfx}/moeforge
+    run_cli=${base_clis[$1]}
     run_env=(MOEFORGE_COMMIT=${base_commits[$(($1 - 1))]} MOEFORGE_CACHE_DIR=$MOEFORGE_CACHE_DIR$sfx)
   fi
 }
