@@ -16,7 +16,7 @@
 # - the changed tree's sm90 GPU tests with the wide GEMMs forced (AB_TESTS, a gtest filter, or
 #   "none"), for AB_TEST_SECONDS.
 # Defaults: the W8A8 call (fp8:fp8, T = 512, 2048, 8192, 36308, both models, stress on), ~340 s.
-C=${1:?commit} BASE=${2:?baseline commit}
+C=${1:?commit}; : "${2:?a baseline commit}"
 base_srcs=""; for b in "${@:2}"; do base_srcs+="${base_srcs:+ }$PWD/.ab/$([ -d .ab/$b ] && echo $b || echo main)"; done
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
 pairs=${AB_SETS:-fp8:fp8}
