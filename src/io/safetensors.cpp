@@ -43,17 +43,16 @@ int st_dtype_size(StDtype t) {
 
 std::string StTensor::shape_str() const { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-SafetensorsFile::SafetensorsFile(std::string path) : map_(std::move(path)) {
-  const std::string& p = map_.path();
-  auto fail = [&](const std::string& what) -> void { throw IoError(p + ": " + what); };
-  const uint64_t size = map_.size();
+std::vector<StTensor> parse_safetensors(const uint8_t* bytes, uint64_t size, const std::string& where) {
+  auto fail = [&](const std::string& what) -> void { throw IoError(where + ": " + what); };
+  std::vector<StTensor> tensors;
   if (size < 8) fail(fmt::format("not a safetensors file: {} bytes, too small for the 8-byte header length", size));
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | map_.data()[i];  // little-endian on any host
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];  // little-endian on any host
   if (n > kMaxHeader) fail(fmt::format("header length {} exceeds the {}-byte limit (damaged or not safetensors)", n, kMaxHeader));
   if (n > size - 8) fail(fmt::format("header length {} runs past the end of the file ({} bytes)", n, size));
-  if (n < 2 || map_.data()[8] != '{') fail("header is not a JSON object");
-  const char* h = reinterpret_cast<const char*>(map_.data() + 8);
+  if (n < 2 || bytes[8] != '{') fail("header is not a JSON object");
+  const char* h = reinterpret_cast<const char*>(bytes + 8);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(h, h + n);
@@ -62,7 +61,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : map_(std::move(path)) {
   }
   if (!header.is_object()) fail("header is not a JSON object");
   const uint64_t data_size = size - 8 - n;
-  const uint8_t* data = map_.data() + 8 + n;
+  const uint8_t* data = bytes + 8 + n;
 
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -99,17 +98,17 @@ SafetensorsFile::SafetensorsFile(std::string path) : map_(std::move(path)) {
     if (t.end - t.begin != want)
       bad(fmt::format("data_offsets [{}, {}] hold {} bytes, but {} {} needs {}", t.begin, t.end, t.end - t.begin, dt,
                       t.shape_str(), want));
-    tensors_.push_back(std::move(t));
+    tensors.push_back(std::move(t));
   }
-  std::vector<size_t> order(tensors_.size());
+  std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::pair(tensors_[a].begin, tensors_[a].end) < std::pair(tensors_[b].begin, tensors_[b].end);
+    return std::pair(tensors[a].begin, tensors[a].end) < std::pair(tensors[b].begin, tensors[b].end);
   });
   uint64_t at = 0;
   const StTensor* prev = nullptr;
   for (size_t i : order) {
-    StTensor& t = tensors_[i];
+    StTensor& t = tensors[i];
     if (t.begin < at)
       fail(fmt::format("tensor '{}': data_offsets [{}, {}] overlap tensor '{}' (which ends at {})", t.name, t.begin, t.end,
                        prev->name, at));
@@ -126,6 +125,11 @@ SafetensorsFile::SafetensorsFile(std::string path) : map_(std::move(path)) {
   if (at != data_size)
     fail(fmt::format("{} bytes after the last tensor's data (header describes {} of {} data bytes)", data_size - at, at,
                      data_size));
+  return tensors;
+}
+
+SafetensorsFile::SafetensorsFile(std::string path)
+    : map_(std::move(path)), tensors_(parse_safetensors(map_.data(), map_.size(), map_.path())) {
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
 }
 

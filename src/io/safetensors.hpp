@@ -40,6 +40,11 @@ struct StTensor {
   std::string shape_str() const; // "[8, 256, 128]"
 };
 
+// The validation above, on a file's bytes in memory (`where` names the file in the IoError):
+// the tensors, their data pointers into `bytes`, in header order. SafetensorsFile maps the
+// file and calls it; the fuzzer (tests/fuzz/fuzz_checkpoint.cpp) calls it on arbitrary bytes.
+std::vector<StTensor> parse_safetensors(const uint8_t* bytes, uint64_t size, const std::string& where);
+
 class SafetensorsFile {
  public:
   // Maps and validates; throws IoError("<path>: ...") on any inconsistency.

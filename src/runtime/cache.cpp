@@ -34,6 +34,18 @@ namespace {
 
 using json = nlohmann::json;
 
+// A metadata field, "" (0) when absent or of another JSON type: a damaged entry is then a
+// mismatch, rejected and rebuilt (json::value() throws its own type_error on a wrong type,
+// which would pass the Error handlers and fail the kernel load instead).
+std::string meta_string(const json& meta, const char* key) {
+  const auto it = meta.find(key);
+  return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+double meta_number(const json& meta, const char* key) {
+  const auto it = meta.find(key);
+  return it != meta.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
 std::string errno_text(int e) { return std::strerror(e); }
 
 bool read_file(const std::string& path, std::string* out) {
@@ -274,10 +286,10 @@ KernelCache::Read KernelCache::read_verified(const std::string& dir, const std::
       throw CacheError("unreadable: " + errno_text(errno));
     json meta = json::parse(meta_text, nullptr, false);
     if (meta.is_discarded() || !meta.is_object()) throw CacheError("metadata is not valid JSON");
-    if (meta.value("key", "") != key) throw CacheError("metadata key differs from the file name");
-    if (meta.value("target", "") != target)
-      throw CacheError(fmt::format("metadata target '{}' differs from the directory's {}", meta.value("target", ""), target));
-    const std::string want = meta.value("cubin_sha256", "");
+    if (meta_string(meta, "key") != key) throw CacheError("metadata key differs from the file name");
+    if (meta_string(meta, "target") != target)
+      throw CacheError(fmt::format("metadata target '{}' differs from the directory's {}", meta_string(meta, "target"), target));
+    const std::string want = meta_string(meta, "cubin_sha256");
     const std::string got = sha256_hex(*bytes);
     if (want != got)
       throw CacheError(fmt::format("content hash mismatch ({} bytes, SHA-256 {}..., metadata says {}...)",
@@ -421,16 +433,16 @@ std::vector<CacheEntryInfo> KernelCache::list() const {
       json meta;
       if (read_file(dir + "/" + k + ".json", &meta_text)) meta = json::parse(meta_text, nullptr, false);
       if (meta.is_object()) {
-        info.source = meta.value("source", "");
-        info.entry = meta.value("entry", "");
-        info.created = meta.value("created", "");
-        info.compile_ms = meta.value("compile_ms", 0.0);
+        info.source = meta_string(meta, "source");
+        info.entry = meta_string(meta, "entry");
+        info.created = meta_string(meta, "created");
+        info.compile_ms = meta_number(meta, "compile_ms");
       }
       try {
         if (!meta.is_object()) throw CacheError("metadata is not valid JSON");
         if (!read_file(info.path, &bytes)) throw CacheError("missing .cubin");
         info.bytes = bytes.size();
-        if (meta.value("cubin_sha256", "") != sha256_hex(bytes)) throw CacheError("content hash mismatch");
+        if (meta_string(meta, "cubin_sha256") != sha256_hex(bytes)) throw CacheError("content hash mismatch");
         verify_cubin(bytes, t, info.path);
       } catch (const Error& e) {
         info.problem = e.what();

@@ -114,6 +114,20 @@ TEST(CacheStore, TruncatedBitFlippedAndWrongTargetEntriesAreRebuilt) {
          spit(meta_path, m.dump());
        }},
       {"garbage metadata", "not valid JSON", [&] { spit(meta_path, "{not json"); }},
+      // Valid JSON with a field of another type: rejected as a mismatch (it used to escape as
+      // nlohmann's type_error and fail the load).
+      {"metadata key not a string", "key differs",
+       [&] {
+         auto m = nlohmann::json::parse(meta_text);
+         m["key"] = 42;
+         spit(meta_path, m.dump());
+       }},
+      {"metadata hash not a string", "content hash mismatch",
+       [&] {
+         auto m = nlohmann::json::parse(meta_text);
+         m["cubin_sha256"] = nlohmann::json::array({1});
+         spit(meta_path, m.dump());
+       }},
   };
   for (const Damage& d : damages) {
     spit(cubin_path, *good.cubin);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "io/hf_config.hpp"
 #include "io/safetensors.hpp"
 #include "moeforge/checkpoint.hpp"
 #include "moeforge/errors.hpp"
@@ -303,6 +304,49 @@ TEST(CheckpointSafetensors, DamagedHeadersNameTheFileAndProblem) {
   }
   std::ofstream(d.path + "/tiny.safetensors") << "abc";
   EXPECT_NE(open_error(d.path + "/tiny.safetensors").find("too small"), std::string::npos);
+}
+
+// config.json values of the wrong JSON type or out of range give an IoError naming the file and
+// the key (tests/fuzz/fuzz_checkpoint.cpp found a quant_method that was not a string escaping
+// as nlohmann's type_error); a truncated int field would have been silently wrong.
+TEST(CheckpointConfig, WrongTypesAndRangesNameTheKey) {
+  using nlohmann::json;
+  const json ok = {{"model_type", "mixtral"}, {"num_local_experts", 8}, {"hidden_size", 256},
+                   {"intermediate_size", 128}, {"num_experts_per_tok", 2}};
+  const moeforge::io::ConfigSpec c = moeforge::io::spec_from_config(ok, "cfg.json");
+  EXPECT_EQ(c.spec.num_experts, 8);
+  EXPECT_EQ(c.spec.topk, 2);
+  struct Case {
+    const char* key;
+    json value;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"model_type", 7, "model_type must be a string"},
+      {"hidden_act", json::array({"silu"}), "hidden_act must be a string"},
+      {"scoring_func", false, "scoring_func must be a string"},
+      {"topk_method", 1.5, "topk_method must be a string"},
+      {"quantization_config", {{"quant_method", 8}}, "quant_method must be a string"},
+      {"num_experts_per_tok", int64_t(1) << 33, "experts per token = 8589934592 is out of range"},
+      {"n_group", int64_t(1) << 40, "n_group = 1099511627776 is out of range"},
+      {"hidden_size", uint64_t(1) << 63, "hidden_size = 9223372036854775808 is out of range"},
+      {"n_shared_experts", int64_t(1) << 60, "n_shared_experts 1152921504606846976 x moe_intermediate_size"},
+      {"swiglu_limit", "7", "swiglu_limit must be a number"},
+  };
+  for (const Case& k : cases) {
+    json cfg = ok;
+    cfg[k.key] = k.value;
+    if (std::string(k.key) == "swiglu_limit") cfg["model_type"] = "gpt_oss";
+    std::string err;
+    try {
+      moeforge::io::spec_from_config(cfg, "cfg.json");
+    } catch (const moeforge::IoError& e) {
+      err = e.what();
+    }
+    EXPECT_NE(err.find("cfg.json"), std::string::npos) << k.key << " -> '" << err << "'";
+    EXPECT_NE(err.find(k.want), std::string::npos) << k.key << " -> '" << err << "' lacks '" << k.want << "'";
+  }
+  EXPECT_THROW(moeforge::io::spec_from_config(json::array({1, 2}), "cfg.json"), moeforge::IoError);
 }
 
 }  // namespace
