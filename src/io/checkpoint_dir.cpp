@@ -66,13 +66,6 @@ CheckpointDir::CheckpointDir(std::string dir) : dir_(std::move(dir)) {
   for (const auto& [k, v] : where_) names_.push_back(k);
 }
 
-nlohmann::json CheckpointDir::optional_json(const std::string& name) const {
-  const fs::path p = fs::path(dir_) / name;
-  std::error_code ec;
-  if (!fs::exists(p, ec)) return nullptr;
-  return read_json(p);
-}
-
 const SafetensorsFile& CheckpointDir::file(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(name);

@@ -29,8 +29,6 @@ class CheckpointDir {
   explicit CheckpointDir(std::string dir);
   const std::string& dir() const { return dir_; }
   const nlohmann::json& config() const { return config_; }
-  // An optional JSON file next to config.json (hf_quant_config.json); null if absent.
-  nlohmann::json optional_json(const std::string& file) const;
   // Every tensor name the checkpoint declares (index keys, or the headers of every file).
   const std::vector<std::string>& names() const { return names_; }
   bool has(const std::string& name) const { return where_.count(name) != 0; }
