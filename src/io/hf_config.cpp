@@ -29,21 +29,24 @@ int narrow_int(int64_t x, const std::string& where, const std::string& key) {
   if (x < INT32_MIN || x > INT32_MAX) throw IoError(fmt::format("{}: {} = {} is out of range", where, key, x));
   return int(x);
 }
-int get_int32(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  return narrow_int(get_int(v, where, key), where, key);
-}
 
-// c[key] if present and not null, else `otherwise`; present with another JSON type is an error
-// naming the key (nlohmann's value() would throw its own type_error).
+// c[key] if present and not null (first), else `otherwise`; present with another JSON type is
+// an error naming the key (nlohmann's value() would throw its own type_error).
 std::string get_string(const nlohmann::json& c, const char* key, const std::string& otherwise, const std::string& where) {
-  if (!c.contains(key) || c[key].is_null()) return otherwise;
-  if (!c[key].is_string()) throw IoError(fmt::format("{}: {} must be a string, got {}", where, key, c[key].dump()));
-  return c[key].get<std::string>();
+  const nlohmann::json* v = first(c, {key});
+  if (!v) return otherwise;
+  if (!v->is_string()) throw IoError(fmt::format("{}: {} must be a string, got {}", where, key, v->dump()));
+  return v->get<std::string>();
 }
 double get_double(const nlohmann::json& c, const char* key, double otherwise, const std::string& where) {
-  if (!c.contains(key) || c[key].is_null()) return otherwise;
-  if (!c[key].is_number()) throw IoError(fmt::format("{}: {} must be a number, got {}", where, key, c[key].dump()));
-  return c[key].get<double>();
+  const nlohmann::json* v = first(c, {key});
+  if (!v) return otherwise;
+  if (!v->is_number()) throw IoError(fmt::format("{}: {} must be a number, got {}", where, key, v->dump()));
+  return v->get<double>();
+}
+int get_int32(const nlohmann::json& c, const char* key, int otherwise, const std::string& where) {
+  const nlohmann::json* v = first(c, {key});
+  return v ? narrow_int(get_int(*v, where, key), where, key) : otherwise;
 }
 
 }  // namespace
@@ -71,9 +74,8 @@ ConfigSpec spec_from_config(const nlohmann::json& top, const std::string& where)
   const std::string& mt = out.model_type;
   const std::string scoring = get_string(c, "scoring_func", "softmax", where);
   const std::string topk_method = get_string(c, "topk_method", "", where);
-  const int n_group = c.contains("n_group") && !c["n_group"].is_null() ? get_int32(c["n_group"], where, "n_group") : 1;
-  const int topk_group =
-      c.contains("topk_group") && !c["topk_group"].is_null() ? get_int32(c["topk_group"], where, "topk_group") : n_group;
+  const int n_group = get_int32(c, "n_group", 1, where);
+  const int topk_group = get_int32(c, "topk_group", n_group, where);
   if (scoring == "sigmoid") {
     s.routing.kind = RoutingKind::SigmoidBiasGrouped;
     s.routing.n_groups = n_group;

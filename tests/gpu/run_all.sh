@@ -45,7 +45,7 @@ cli=$build/moeforge
 # judged against its predecessor on the same machine in the same run. Several trees (a ladder:
 # main, main + change 1, main + changes 1 and 2, ...) are space-separated lists in both
 # variables, in the same order; the i-th (from 2) is tagged "-base<i>".
-base_clis=() bases=()  # the indices of the baselines that built: 1 (-base), 2 (-base2), ...
+base_clis=()  # the CLIs of the baselines that built, by index: 1 (-base), 2 (-base2), ...
 if [ -n "${MOEFORGE_BASELINE_SRC:-}" ]; then
   read -ra base_srcs <<< "$MOEFORGE_BASELINE_SRC"
   read -ra base_commits <<< "${MOEFORGE_BASELINE_COMMIT:?name the baseline commit}"
@@ -59,7 +59,7 @@ if [ -n "${MOEFORGE_BASELINE_SRC:-}" ]; then
       ninja -C "$dir" moeforge >> "$logs/build-base$n.log" 2>&1
     rc=$?
     note "baseline build $n (${base_commits[$i]}) rc=$rc"
-    [ $rc -eq 0 ] && bases+=("$n") base_clis[$n]=$dir/moeforge
+    [ $rc -eq 0 ] && base_clis[$n]=$dir/moeforge
   done
 fi
 # Sets run_cli, its file suffix and environment for `main` (this tree) or baseline n.
@@ -158,7 +158,7 @@ if has bench; then
         env_args=()
         [ "$backend" = sm90-wide ] && env_args=(MOEFORGE_SM90_CROSSOVER=0)
         [ "$backend" = sm90-decode ] && env_args=(MOEFORGE_SM90_CROSSOVER=1e9)
-        for which in main "${bases[@]}"; do
+        for which in main "${!base_clis[@]}"; do
           select_cli $which
           run_tag=$tag$sfx
           launch_args=(--launch "$launch")  # a baseline older than --launch enqueues directly
@@ -193,7 +193,7 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
   # used by the records before session 6), so the kernel times add up to the bench's time.
   metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max
   # With MOEFORGE_BASELINE_SRC, the baseline's CLI is profiled the same way after this tree's.
-  for which in main "${bases[@]}"; do
+  for which in main "${!base_clis[@]}"; do
     select_cli $which
     for T in ${MOEFORGE_PROFILE_TOKENS:-128 36308}; do
       csv="$logs/profile-T$T$sfx.csv"

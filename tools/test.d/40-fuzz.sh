@@ -9,9 +9,10 @@
 # Built with clang (libFuzzer needs it) and -fsanitize=fuzzer-no-link,address,undefined
 # from only the library sources these touch (src/core validation/spec/tensor/dtype/errors,
 # src/formats, src/io's safetensors and config readers): they are plain C++20 and compile
-# with clang 14; the rest of the library is not needed. Each target starts from its committed seed corpus (tests/fuzz/corpus/<name>)
-# and runs MOEFORGE_FUZZ_SECONDS (default 60) seconds; any crash, sanitizer report, leak
-# or timeout fails the suite (the reproducer is left in the build directory).
+# with clang 14; the rest of the library is not needed. Each target starts from its committed
+# seed corpus (tests/fuzz/corpus/<name>) and runs MOEFORGE_FUZZ_SECONDS (default 60) seconds;
+# any crash, sanitizer report, leak or timeout fails the suite (the reproducer is left in the
+# build directory).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${MOEFORGE_FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -39,6 +40,7 @@ sources=(src/core/validate.cpp src/core/spec.cpp src/core/presets.cpp src/core/d
          src/core/tensor.cpp src/formats/block_scaled.cpp src/formats/float16.cpp src/formats/fp4.cpp
          src/formats/fp8.cpp src/formats/quant_matrix.cpp src/io/safetensors.cpp src/io/mapped_file.cpp
          src/io/hf_config.cpp)
+targets=(fuzz_validate fuzz_spec fuzz_quant fuzz_checkpoint)
 objs=()
 for s in "${sources[@]}"; do
   o="$build/obj/$(echo "$s" | tr / _).o"
@@ -49,7 +51,7 @@ for s in "${sources[@]}"; do
   objs+=("$o")
 done
 wait
-for t in fuzz_validate fuzz_spec fuzz_quant fuzz_checkpoint; do
+for t in "${targets[@]}"; do
   $CXX "${flags[@]}" -fsanitize=fuzzer "$root/tests/fuzz/$t.cpp" "${objs[@]}" -lfmt -o "$build/$t"
 done
 echo "fuzz: built in $(( $(date +%s) - t_start ))s"
@@ -57,7 +59,7 @@ echo "fuzz: built in $(( $(date +%s) - t_start ))s"
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 failed=0
-for t in fuzz_validate fuzz_spec fuzz_quant fuzz_checkpoint; do
+for t in "${targets[@]}"; do
   corpus="$build/corpus-$t"           # grows during the run; the committed seeds stay as they are
   mkdir -p "$corpus"
   log="$build/$t.log"

@@ -114,8 +114,8 @@ __device__ __forceinline__ RowScales quantize_row(const u16* src, unsigned char*
       float x[8];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        x[2 * j] = __uint_as_float(w[j] << 16);
-        x[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+        x[2 * j] = bf16_to_f32(w[j] & 0xFFFFu);
+        x[2 * j + 1] = bf16_to_f32(w[j] >> 16);
       }
       // x / scale as the reference divides: by the reciprocal, computed once a group
       // (common/div_by_reciprocal.cuh), down to its guard; below it (amax < ~2^-51) divided.
