@@ -1,8 +1,8 @@
 // The sm90 FP8 activation quantizer (kernels/sm90/quantize.cuh, moe_sm90_quantize_rows) against
 // formats::quantize_fp8_group128, bit for bit: codes and scales written in place over the bf16
-// rows, the scales in each row (decode GEMMs) or transposed per 128-row tile (wide GEMMs), for
-// an odd and an even number of 128-groups per row, rows past the expert's count left untouched
-// (but for the tiled scales' slots in a tile's first four rows). Rows hold random values at
+// rows, the scales in each row (decode GEMMs) or transposed per 32 rows into the first of them
+// (wide GEMMs), for an odd and an even number of 128-groups per row, rows past the expert's
+// count left untouched. Rows hold random values at
 // random magnitudes, all-zero groups, groups with a NaN or an Inf, groups whose values sit
 // exactly on e4m3 rounding ties (amax = 448 x 2^e or 672 x 2^e makes the scale 2^e or
 // 1.5 x 2^e exactly, so x / scale lands on the midpoint), and tiny groups with subnormals and
@@ -78,12 +78,8 @@ std::vector<uint16_t> run_quantizer(const std::vector<uint16_t>& rows, int64_t n
   DeviceBuffer seg = DeviceBuffer::from_host(0, std::vector<int64_t>{0});
   DeviceBuffer ntiles = DeviceBuffer::from_host(0, std::vector<int32_t>{tiles});
   DeviceBuffer texp = DeviceBuffer::from_host(0, std::vector<int32_t>(size_t(tiles), 0));
-  if (tiled)
-    rt::launch_with(kern, {unsigned(tiles)}, {unsigned(sm90::kQuantizeTiledThreads)}, 0, nullptr, "quantize-test",
-                    buf.ptr(), counts.ptr(), seg.ptr(), ntiles.ptr(), texp.ptr());
-  else
-    rt::launch_with(kern, {unsigned(tiles), sm90::kGatherSplit}, {unsigned(sm90::kGatherThreads)}, 0, nullptr,
-                    "quantize-test", buf.ptr(), counts.ptr(), seg.ptr(), ntiles.ptr(), texp.ptr());
+  rt::launch_with(kern, {unsigned(tiles), sm90::kGatherSplit}, {unsigned(sm90::kGatherThreads)}, 0, nullptr,
+                  "quantize-test", buf.ptr(), counts.ptr(), seg.ptr(), ntiles.ptr(), texp.ptr());
   return buf.to_host<uint16_t>();
 }
 
@@ -91,8 +87,7 @@ std::vector<uint16_t> run_quantizer(const std::vector<uint16_t>& rows, int64_t n
 // (kernels/sm90/quantize.cuh's two layouts, written out here independently).
 int64_t scale_offset(int64_t r, int64_t g, int64_t k, bool tiled) {
   if (!tiled) return r * 2 * k + k + 4 * g;
-  const int64_t tile_row0 = r / 128 * 128, rt = r % 128;
-  return (tile_row0 + rt / 32) * 2 * k + k + 4 * (32 * g + rt % 32);
+  return (r - r % 32) * 2 * k + k + 4 * (32 * g + r % 32);
 }
 
 class Sm90Quantizer : public ::testing::TestWithParam<std::tuple<int64_t, bool>> {};
@@ -113,10 +108,8 @@ TEST_P(Sm90Quantizer, BitExactToTheFormatsLibrary) {
   for (int64_t r = 0; r < n; ++r) {
     const uint16_t* in = &rows[size_t(r * k)];
     if (r >= count) {
-      // Tiled, the second halves of a tile's first four rows hold scales of the tile's rows.
-      const bool slots = tiled && r % 128 < 4;
-      EXPECT_EQ(std::memcmp(&out[size_t(r * k)], in, size_t(slots ? k : k * 2)), 0)
-          << "row " << r << " past the count changed";
+      // Tiled, a row's scales sit in its 32-row group's first row, never past the count.
+      EXPECT_EQ(std::memcmp(&out[size_t(r * k)], in, size_t(k * 2)), 0) << "row " << r << " past the count changed";
       continue;
     }
     for (int64_t i = 0; i < k; ++i) x[size_t(i)] = formats::bf16_to_float(in[i]);

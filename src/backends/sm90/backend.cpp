@@ -195,21 +195,22 @@ class Sm90Gemms final : public portable::GemmPlugin {
   }
 
   // FP8 x FP8 (fp8_gemm.cuh): x quantized by the gather into the gathered-x buffer, h quantized
-  // in place between the GEMMs; each row's codes in its bf16 row's first half, the scales
-  // transposed per 128-row tile in the second halves of the tile's first four rows.
+  // in place between the GEMMs; each row's codes in its bf16 row's first half, the scales of
+  // each 32 rows transposed in the second half of the first of them (sm90/quantize.cuh).
   void run_w8a8(const portable::PluginChunk& c) const {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     const int tile_bound = int(c.tile_bound);
     const unsigned tb = unsigned(c.tile_bound), threads = unsigned(kGatherThreads);
     rt::launch_with(*gather_tiled_, {tb, kGatherSplit}, {threads}, 0, c.stream, "permute", c.x, c.counts,
                     c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale, c.scratch);
-    // A operands: codes box {128 B, 128 rows} (swizzled), a k-block's scales box {32 floats, 4
-    // rows} (sm90/quantize.cuh, SCALES_TILED).
+    // A operands: codes box {128 B, 128 rows} (swizzled); scales over the 32-row groups (a map
+    // row: 32 bf16 rows of k values, 16 k floats), a tile's k-block a box {32 floats, 4 groups}
+    // (sm90/quantize.cuh, SCALES_TILED; rows is a multiple of 128).
     auto codes_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
       return encode_u8(p, {2 * k, rows}, {128, 128}, true, what);
     };
     auto scales_map = [&](CUdeviceptr p, uint64_t k, const char* what) {
-      return encode_f32(p, {k / 2, rows}, {32, 4}, what);
+      return encode_f32(p, {16 * k, rows / 32}, {32, 4}, what);
     };
     const CUtensorMap xq = codes_map(c.xg, H, "x codes"), xs = scales_map(c.xg, H, "x scales");
     const CUtensorMap hq = codes_map(c.h, I, "h codes"), hs = scales_map(c.h, I, "h scales");
@@ -222,7 +223,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
                     w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.counts, c.seg_off, counter(c, 0),
                     c.num_tiles, tile_bound, no_scale, n1, int(2 * I), kb1, int(H / 4));
-    rt::launch_with(*quantize_tiled_, {tb}, {unsigned(kQuantizeTiledThreads)}, 0, c.stream, "gemm2", c.h, c.counts,
+    rt::launch_with(*quantize_tiled_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts,
                     c.seg_off, c.num_tiles, c.tile_expert);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
                     w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,

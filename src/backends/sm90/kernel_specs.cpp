@@ -104,7 +104,7 @@ rt::KernelSpec quantize_kernel(int64_t k_cols, bool tiled_scales) {
   k.source = "sm90/quantize.cuh";
   k.entry = "moe_sm90_quantize_rows";
   k.defines = {{"QUANT_K", std::to_string(k_cols)}, {"SCALES_TILED", tiled_scales ? "1" : "0"}};
-  k.threads = tiled_scales ? kQuantizeTiledThreads : kGatherThreads;
+  k.threads = kGatherThreads;
   k.pdl = true;  // waits at its top (common/grid_dependency.cuh)
   k.targets = {kTarget};
   return k;

@@ -56,6 +56,7 @@ constexpr int kGatherThreads = 256;
 // warps a block, 32 rows: more rows in flight than one block a tile (those kernels are
 // latency-bound, not bandwidth-bound, with a warp working through 16 rows in turn).
 constexpr unsigned kGatherSplit = 4;
+static_assert(kGatherSplit * 32 == kBM, "the quantizer's blocks are the 32 rows that share a scale row");
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32, 64 (two
 // CTAs per SM) or 128 (one); bf16 weights: 4 stages of 64 K (16 KB; 6 at 128); NVFP4 (W4):
 // stages of 256 K (16 KB codes + 2 KB scales), 4 / 3 / 2 / 2 of them at token tiles 16 / 32 /
@@ -110,10 +111,9 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 enum class GatherOrder { Natural, PermutedK, QuantFp8, QuantFp8Tiled };
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
 // W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (h between
-// the QGMMA GEMMs), the scales in the rows (decode) or tiled (wide; then one block of
-// kQuantizeTiledThreads a tile, no split).
+// the QGMMA GEMMs), the scales in the rows (decode) or per 32 rows (wide). Launched as the
+// gather: grid (tile bound, kGatherSplit), kGatherThreads.
 rt::KernelSpec quantize_kernel(int64_t k, bool tiled_scales);
-constexpr int kQuantizeTiledThreads = 512;
 // stream_k: the decode GEMM that cuts its (unit, k-block) tasks into equal ranges per CTA
 // (decode_gemm.cuh), for calls of at most kStreamKTokens tokens; decode_fixup_kernel adds up
 // the units it split.

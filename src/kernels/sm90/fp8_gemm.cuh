@@ -7,11 +7,11 @@
 //
 // Operands (K = H for GEMM 1, I for GEMM 2; K % 128 == 0):
 //   A  the row-major buffer that held the bf16 rows (row stride 2K bytes): row r's e4m3 codes
-//      in its first K bytes, the f32 group scales transposed per 128-row tile in the second
-//      halves of the tile's first four rows (sm90/quantize.cuh, SCALES_TILED): k-block kb's
-//      scale of tile row r at float K/4 + 32 kb + r % 32 of row r / 32. TMA: codes box
-//      {128 B, 128 rows}, 128B-swizzled; scales box {32 floats, 4 rows}, which lands as the
-//      tile's 128 scales in row order. (The scales used to sit in each row, a box {4 floats,
+//      in its first K bytes, the f32 group scales of each 32 rows transposed in the second half
+//      of the first of them (sm90/quantize.cuh, SCALES_TILED): k-block kb's scale of row r at
+//      float K/4 + 32 kb + r % 32 of row r - r % 32. TMA: codes box {128 B, 128 rows},
+//      128B-swizzled; scales over the 32-row groups, box {32 floats, 4 groups}, which lands as
+//      the tile's 128 scales in row order. (The scales used to sit in each row, a box {4 floats,
 //      128 rows}: 128 requests of 16 bytes a stage, as many as the codes'.)
 //   B  the portable prepared layout: e4m3 [E_TOTAL * N, KP], boxes {128 B, 128 rows},
 //      128B-swizzled; f32 scales [E_TOTAL][KP/128][N] (one per row and 128 columns), box
@@ -181,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       tma_prefetch_desc(&tm_bs);
       auto load = [&](u32 s, u32 full, int kb, int mt, int nt, int e) {
         tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
-        tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + kb * 32, mt * BM, full);
+        tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + kb * 32, mt * (BM / 32), full);
         tma_load_2d(smem_u32(sm.b[s]), &tm_b, kb * BK, e * n_per_expert + nt * BN, full);  // the expert: a coordinate
         tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
       };
