@@ -174,11 +174,13 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
   if (wg == 0) {
     // ================= producer warpgroup
     setmaxnreg_dec<kProducerRegs>();
-    if (tid == 0) {
-      tma_prefetch_desc(&tm_a);
-      tma_prefetch_desc(&tm_as);
-      tma_prefetch_desc(&tm_b);
-      tma_prefetch_desc(&tm_bs);
+    if (warp == 0) {  // the producer warp (tiles.cuh produce_tiles)
+      if (lane == 0) {
+        tma_prefetch_desc(&tm_a);
+        tma_prefetch_desc(&tm_as);
+        tma_prefetch_desc(&tm_b);
+        tma_prefetch_desc(&tm_bs);
+      }
       auto load = [&](u32 s, u32 full, int kb, int mt, int nt, int e) {
         tma_load_2d(smem_u32(sm.a[s]), &tm_a, kb * BK, mt * BM, full);
         tma_load_2d(smem_u32(sm.as[s]), &tm_as, k_scale0 + kb * 32, mt * (BM / 32), full);
@@ -186,7 +188,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         tma_load_3d(smem_u32(sm.bs[s]), &tm_bs, nt * BN, kb, e, full);
       };
       sm90::produce_tiles<BM>(sm.full, sm.empty, sm.tile, tile_counter, m_tiles * n_tiles, n_tiles, k_blocks,
-                              tile_expert, counts, seg_off, kStageBytes, load);
+                              tile_expert, counts, seg_off, kStageBytes, lane, load);
     }
     return;
   }

@@ -285,12 +285,14 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
   if (wg == 0) {
     // ================= producer warpgroup
     setmaxnreg_dec<kProducerRegs>();
-    if (tid == 0) {
-      tma_prefetch_desc(tm_a);
-      tma_prefetch_desc(tm_b);
+    if (warp == 0) {  // the producer warp (tiles.cuh produce_tiles)
+      if (lane == 0) {
+        tma_prefetch_desc(tm_a);
+        tma_prefetch_desc(tm_b);
 #if W4 || W8
-      tma_prefetch_desc(tm_s);
+        tma_prefetch_desc(tm_s);
 #endif
+      }
       // Stage s of k-block kb of tile (mt, nt) of expert e (the expert is a TMA coordinate).
       auto load = [&](u32 s, u32 full, int kb, int mt, int nt, int e) {
         const int b_row = e * n_per_expert + nt * BN;
@@ -309,7 +311,7 @@ __device__ __forceinline__ void gemm_body(const void* tm_a, const void* tm_b, co
 #endif
       };
       produce_tiles<BM>(sm.full, sm.empty, sm.tile, tile_counter, m_tiles * n_tiles, n_tiles, k_blocks, tile_expert,
-                        counts, seg_off, kStageBytes, load);
+                        counts, seg_off, kStageBytes, lane, load);
     }
   } else {
     // ================= consumer warpgroups

@@ -24,34 +24,48 @@ namespace sm90 {
 // passes each tile to the consumers with its first stage (ring.cuh stage_word) as
 // tile_word(t, half), then kNoMoreTiles (tile_words.cuh, with half_tile).
 
-// The producer thread's loop: claims tiles in order, and for each issues its k_blocks stages
-// (load(s, full_bar, kb, mt, nt, e) issues stage s's TMA loads, stage_bytes in all), its word in
-// the first stage's slot; then the end mark. k_blocks >= 1 (the host's K > 0): a tile travels
-// with its first stage.
+// The producer warp's loop, run by all 32 lanes of one warp (lane: this thread's): claims tiles
+// in order, and for each issues its k_blocks stages (load(s, full_bar, kb, mt, nt, e) issues
+// stage s's TMA loads, stage_bytes in all), its word in the first stage's slot; then the end
+// mark. k_blocks >= 1 (the host's K > 0): a tile travels with its first stage.
+// Why a warp and not one thread: in a branch taken by one thread (tid == 0) ptxas cannot prove
+// the TMA coordinates uniform, so it kept them in vector registers and wrapped each TMA in an
+// elect loop moving them over (R2UR): ~100 instructions a stage, and ncu (e639ac2, W8A8 GEMM 1,
+// T = 2048) found that producer busy ~80 % of the time, waiting for a free slot only ~15 %,
+// while the consumers waited ~30 % for data. In converged code the ring position and the
+// coordinates live in uniform registers; lane 0 alone claims tiles and issues (the claim is
+// broadcast when the next tile starts, so its latency stays hidden).
 template <int BM, int STAGES, class LoadStage>
 __device__ __forceinline__ void produce_tiles(u64 (&full)[STAGES], u64 (&empty)[STAGES], int (&tile)[STAGES],
                                               int* __restrict__ counter, int total, int n_tiles, int k_blocks,
                                               const int* __restrict__ tile_expert, const int* __restrict__ counts,
-                                              const i64* __restrict__ seg_off, u32 stage_bytes, LoadStage load) {
-  u32 it = 0;  // k-block counter over all tiles: stage it % STAGES, phase (it / STAGES) & 1
-  for (int t = atomicAdd(counter, 1); t < total;) {
-    const int next = atomicAdd(counter, 1);  // in flight while this tile's stages are issued
+                                              const i64* __restrict__ seg_off, u32 stage_bytes, int lane,
+                                              LoadStage load) {
+  u32 s = 0, ph = 0;  // ring position: stage, phase (advanced by a compare, not a division per stage)
+  int claim = lane == 0 ? atomicAdd(counter, 1) : 0;
+  for (int t = __shfl_sync(0xffffffffu, claim, 0); t < total;) {
+    if (lane == 0) claim = atomicAdd(counter, 1);  // in flight while this tile's stages are issued
     const auto [mt, nt] = tile_mn(t, n_tiles);
     const int e = tile_expert[mt];
     const int word = tile_word(t, half_tile<BM>(counts, seg_off, e, mt));
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const u32 s = it % STAGES;
-      mbar_wait(smem_u32(&empty[s]), ((it / STAGES) & 1u) ^ 1u);
-      if (kb == 0) tile[s] = word;
-      mbar_arrive_expect_tx(smem_u32(&full[s]), stage_bytes);  // a release: the word is visible with the stage
-      load(s, smem_u32(&full[s]), kb, mt, nt, e);
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      mbar_wait(smem_u32(&empty[s]), ph ^ 1u);
+      if (lane == 0) {
+        if (kb == 0) tile[s] = word;
+        mbar_arrive_expect_tx(smem_u32(&full[s]), stage_bytes);  // a release: the word is visible with the stage
+        load(s, smem_u32(&full[s]), kb, mt, nt, e);
+      }
+      __syncwarp();
+      if (++s == STAGES) s = 0, ph ^= 1u;
     }
-    t = next;
+    t = __shfl_sync(0xffffffffu, claim, 0);
   }
   // The end mark, in the next stage's slot once it is free: no TMA bytes, a plain arrive.
-  mbar_wait(smem_u32(&empty[it % STAGES]), ((it / STAGES) & 1u) ^ 1u);
-  tile[it % STAGES] = kNoMoreTiles;
-  mbar_arrive(smem_u32(&full[it % STAGES]));
+  mbar_wait(smem_u32(&empty[s]), ph ^ 1u);
+  if (lane == 0) {
+    tile[s] = kNoMoreTiles;
+    mbar_arrive(smem_u32(&full[s]));
+  }
 }
 
 // fp8_gemm.cuh's half tiles keep its two consumer warpgroups (256 threads) starting every tile
