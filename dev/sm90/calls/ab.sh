@@ -14,7 +14,10 @@
 # - with AB_STRESS=1, the changed tree's stress (the first pair's formats) with the planner's
 #   choice, then with the decode GEMMs forced;
 # - the changed tree's sm90 GPU tests with the wide GEMMs forced (AB_TESTS, a gtest filter, or
-#   "none"), for AB_TEST_SECONDS.
+#   "none"), for AB_TEST_SECONDS;
+# - with AB_PROFILE=<T>, the changed tree's per-instruction stall profile of AB_PROFILE_KERNEL
+#   (default moe_sm90_fp8_gemm: GEMM 1 and 2 of one forward) at T, in the first pair's formats
+#   (run_all.sh's MOEFORGE_PROFILE_SOURCE; the top instructions printed, the table in r.tgz).
 # Defaults: the W8A8 call (fp8:fp8, T = 512, 2048, 8192, 36308, both models, stress on), ~340 s.
 C=${1:?commit}; : "${2:?a baseline commit}"
 base_srcs=""; for b in "${@:2}"; do base_srcs+="${base_srcs:+ }$PWD/.ab/$([ -d .ab/$b ] && echo $b || echo main)"; done
@@ -35,3 +38,10 @@ if [ "${AB_STRESS:-1}" = 1 ]; then
 fi
 [ "${AB_TESTS:-}" = none ] || tst t MOEFORGE_TEST_PASSES=sm90-wide MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} \
   MOEFORGE_GPU_FILTER_SM90=${AB_TESTS:-'Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic'}
+if [ -n "${AB_PROFILE:-}" ]; then
+  pair=${pairs%% *}; w=${pair%%:*} a=${pair#*:}
+  env OUT=/tmp/o/profile MOEFORGE_PROFILE_SOURCE=1 MOEFORGE_PROFILE_KERNEL=${AB_PROFILE_KERNEL:-moe_sm90_fp8_gemm} \
+    MOEFORGE_PROFILE_TOKENS=$AB_PROFILE MOEFORGE_PROFILE_BACKEND=sm90 MOEFORGE_PROFILE_WEIGHTS=$w \
+    MOEFORGE_PROFILE_ACTIVATIONS=${a:-bf16} bash tests/gpu/run_all.sh $C profile > /tmp/o/profile.log 2>&1
+  echo "== profile T=$AB_PROFILE at $(el)s"; grep -E "moe_sm90|^[ 0-9.]+%  " /tmp/o/profile.log | cut -c1-150 | head -40; T
+fi
