@@ -74,20 +74,15 @@ static_assert(kSmemBytes == SM90_FP8_SMEM_BYTES, "the host's fp8 GEMM smem size 
 
 // One k-block: 4 x m64nNk32 into p (fresh: the first ignores p's old value), from the
 // stage's A and B tiles (descriptors of their first k32 step). N = 128: a consumer's 64 rows
-// x the tile's 128 columns (p[0 .. 63]); N = 64: a half tile's column half (p[0 .. 31]).
+// x the tile's 128 columns; N = 64: a half tile's column half.
 template <int N>
-__device__ __forceinline__ void issue_block(float (&p)[64], u64 a_desc, u64 b_desc) {
+__device__ __forceinline__ void issue_block(float (&p)[N / 2], u64 a_desc, u64 b_desc) {
   wgmma_fence();
 #pragma unroll
-  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
+  for (int i = 0; i < N / 2; ++i) reg_fence(p[i]);
 #pragma unroll
-  for (int kk = 0; kk < BK / 32; ++kk) {
-    const u64 da = wgmma_desc_add(a_desc, kk * 32), db = wgmma_desc_add(b_desc, kk * 32);
-    if constexpr (N == 128)
-      wgmma_m64n128k32_e4m3_ss(p, da, db, kk > 0 ? 1u : 0u);
-    else
-      wgmma_m64n64k32_e4m3_ss(p, da, db, kk > 0 ? 1u : 0u);
-  }
+  for (int kk = 0; kk < BK / 32; ++kk)
+    wgmma_m64nk32_e4m3_ss<N>(p, wgmma_desc_add(a_desc, kk * 32), wgmma_desc_add(b_desc, kk * 32), kk > 0 ? 1u : 0u);
   wgmma_commit();
 }
 
@@ -122,9 +117,9 @@ struct PromoteScales {
 // (N as in issue_block: a half tile's chunks are its column half's, which starts at an even
 // chunk, so the parity of q is the tile's).
 template <int N>
-__device__ __forceinline__ void promote(float (&fin)[64], float (&p)[64], const PromoteScales& bs) {
+__device__ __forceinline__ void promote(float (&fin)[N / 2], float (&p)[N / 2], const PromoteScales& bs) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
+  for (int i = 0; i < N / 2; ++i) reg_fence(p[i]);
 #pragma unroll
   for (int q = 0; q < N / 8; ++q) {
     fin[4 * q + 0] = fmaf(p[4 * q + 0], bs.s[0][q & 1], fin[4 * q + 0]);
@@ -227,19 +222,23 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     float fin[64], p[64], p1[64];
     u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
     u32 it = 0;
-    // One tile's k-loop into fin: N = 128 (a full tile) or 64 (a half tile's column half, the
-    // first 32 registers of each set), from descriptors a_d / b_d and A scales at as_r.
-    auto k_loop = [&](auto n, u64 a_d, u64 b_d, u32 as_r) {
+    // One tile's k-loop into acc: N = 128 (a full tile: fin, p, p1) or 64 (a half tile's column
+    // half: arrays of its own, N / 2 floats each), from descriptors a_d / b_d and A scales at
+    // as_r. The half tile's sets are not fin's, p's and p1's first halves: with the two shapes
+    // of wgmma writing the same arrays, ptxas (NVRTC's PTX, 13.0) ran short of registers for the
+    // wgmma pipeline and serialized every QGMMA of the kernel (C7511), full tiles included.
+    auto k_loop = [&](auto n, u64 a_d, u64 b_d, u32 as_r, float (&acc)[decltype(n)::value / 2],
+                      float (&q0)[decltype(n)::value / 2], float (&q1)[decltype(n)::value / 2]) {
       constexpr int N = decltype(n)::value;
 #pragma unroll
-      for (int i = 0; i < 64; ++i) fin[i] = 0.f;
+      for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
       // The ring position, advanced by a compare instead of a division by STAGES per k-block.
       u32 s = it % STAGES, ph = (it / STAGES) & 1u;
       // Two partial sets, p and p1, for even and odd k-blocks: block kb + 1's group is issued
       // before block kb is promoted, so the tensor cores always hold this warpgroup's next group
       // while it promotes (with one set, both warpgroups waited on the same stage and promoted
       // at the same time, the tensor cores idle: ncu 49 % tensor-active at T = 8192).
-      auto issue = [&](float (&q)[64]) {
+      auto issue = [&](float (&q)[N / 2]) {
         mbar_wait(full0 + 8 * s, ph);
         const BlockScales block_scales(as_r, bs0, s);
         issue_block<N>(q, wgmma_desc_add(a_d, s * BM * BK), wgmma_desc_add(b_d, s * BN * BK));
@@ -251,30 +250,30 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       // the promotion. The stage's scales were read with generic loads; the proxy fence
       // completes them before the release, so the producer's next TMA into the stage cannot
       // overtake them whatever ptxas schedules (decode_gemm.cuh's A8 loop had exactly that race).
-      auto retire = [&](float (&q)[64], const InFlight& f) {
+      auto retire = [&](float (&q)[N / 2], const InFlight& f) {
         fence_proxy_async_smem();
         if (lane == 0) mbar_arrive(empty0 + 8 * f.stage);
-        promote<N>(fin, q, f.scales);
+        promote<N>(acc, q, f.scales);
       };
-      InFlight even = issue(p);  // k_blocks >= 1 (K >= 128)
+      InFlight even = issue(q0);  // k_blocks >= 1 (K >= 128)
       int kb = 0;
       for (; kb + 2 < k_blocks; kb += 2) {
-        const InFlight odd = issue(p1);
+        const InFlight odd = issue(q1);
         wgmma_wait<1>();
-        retire(p, even);
-        even = issue(p);
+        retire(q0, even);
+        even = issue(q0);
         wgmma_wait<1>();
-        retire(p1, odd);
+        retire(q1, odd);
       }
       if (kb + 1 < k_blocks) {  // an even number of blocks: the last pair
-        const InFlight odd = issue(p1);
+        const InFlight odd = issue(q1);
         wgmma_wait<1>();
-        retire(p, even);
+        retire(q0, even);
         wgmma_wait<0>();
-        retire(p1, odd);
+        retire(q1, odd);
       } else {
         wgmma_wait<0>();
-        retire(p, even);
+        retire(q0, even);
       }
       it += k_blocks;
     };
@@ -290,13 +289,17 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         continue;
       }
       constexpr bool split = false;
-      k_loop(Constant<128>{}, a_desc0, b_desc0, as_row);
+      k_loop(Constant<128>{}, a_desc0, b_desc0, as_row, fin, p, p1);
 #else
       const bool split = half;
-      if (split)
-        k_loop(Constant<64>{}, a_desc_half, b_desc_half, as_row_half);
-      else
-        k_loop(Constant<128>{}, a_desc0, b_desc0, as_row);
+      if (split) {
+        float h_acc[32], h_p[32], h_p1[32];
+        k_loop(Constant<64>{}, a_desc_half, b_desc_half, as_row_half, h_acc, h_p, h_p1);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) fin[i] = h_acc[i];  // the epilogue's box 0 reads fin[0 .. 31]
+      } else {
+        k_loop(Constant<128>{}, a_desc0, b_desc0, as_row, fin, p, p1);
+      }
 #endif
 
       // ---- epilogue: 64 x 64 bf16 boxes through swizzled smem, TMA store: all kBoxes of the

@@ -198,10 +198,7 @@ __device__ __forceinline__ void wgmma_m64n16k32_e4m3_ss(float (&d)[8], u64 desc_
 __device__ __forceinline__ void wgmma_m64n32k32_e4m3_ss(float (&d)[16], u64 desc_a, u64 desc_b, u32 scale_d) {
   SM90_WGMMA_SS16("wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3", "p, 1, 1");
 }
-// (D is d[0 .. 31]: fp8_gemm.cuh's half tiles pass their 64-register partial sets.)
-template <int M>
-__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&d)[M], u64 desc_a, u64 desc_b, u32 scale_d) {
-  static_assert(M >= 32, "32 accumulator registers");
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&d)[32], u64 desc_a, u64 desc_b, u32 scale_d) {
   SM90_WGMMA_SS32("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "p, 1, 1");
 }
 
