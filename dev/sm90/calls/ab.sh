@@ -23,6 +23,7 @@ C=${1:?commit}; : "${2:?a baseline commit}"
 base_srcs=""; for b in "${@:2}"; do base_srcs+="${base_srcs:+ }$PWD/.ab/$([ -d .ab/$b ] && echo $b || echo main)"; done
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
 pairs=${AB_SETS:-fp8:fp8}
+first=${pairs%% *}; w1=${first%%:*} a1=${first#*:}  # the first pair's formats (stress, profile)
 for pair in $pairs; do
   w=${pair%%:*} a=${pair#*:}
   MOEFORGE_BASELINE_SRC="$base_srcs" MOEFORGE_BASELINE_COMMIT="${*:2}" OUT=/tmp/o/ab-$w-$a MOEFORGE_BENCH_BACKENDS=sm90 \
@@ -31,17 +32,15 @@ for pair in $pairs; do
   echo "== ab $w:$a at $(el)s"; sed -n '/== summary/,$p' /tmp/o/ab-$w-$a.log | grep -E "^-- bench|^ +[0-9]+ " | cut -c1-100; T
 done
 if [ "${AB_STRESS:-1}" = 1 ]; then
-  pair=${pairs%% *}; w=${pair%%:*} a=${pair#*:}  # the first pair's formats
-  sargs="--weights $w${a:+ --activations $a}"
+  sargs="--weights $w1${a1:+ --activations $a1}"
   st planner MOEFORGE_STRESS_ARGS="$sargs"
   st decode MOEFORGE_SM90_CROSSOVER=1e9 MOEFORGE_STRESS_ARGS="$sargs --max-tokens 2048"
 fi
 [ "${AB_TESTS:-}" = none ] || tst t MOEFORGE_TEST_PASSES=sm90-wide MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} \
   MOEFORGE_GPU_FILTER_SM90=${AB_TESTS:-'Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic'}
 if [ -n "${AB_PROFILE:-}" ]; then
-  pair=${pairs%% *}; w=${pair%%:*} a=${pair#*:}
   env OUT=/tmp/o/profile MOEFORGE_PROFILE_SOURCE=1 MOEFORGE_PROFILE_KERNEL=${AB_PROFILE_KERNEL:-moe_sm90_fp8_gemm} \
-    MOEFORGE_PROFILE_TOKENS=$AB_PROFILE MOEFORGE_PROFILE_BACKEND=sm90 MOEFORGE_PROFILE_WEIGHTS=$w \
-    MOEFORGE_PROFILE_ACTIVATIONS=${a:-bf16} bash tests/gpu/run_all.sh $C profile > /tmp/o/profile.log 2>&1
+    MOEFORGE_PROFILE_TOKENS=$AB_PROFILE MOEFORGE_PROFILE_BACKEND=sm90 MOEFORGE_PROFILE_WEIGHTS=$w1 \
+    MOEFORGE_PROFILE_ACTIVATIONS=${a1:-bf16} bash tests/gpu/run_all.sh $C profile > /tmp/o/profile.log 2>&1
   echo "== profile T=$AB_PROFILE at $(el)s"; grep -E "moe_sm90|^[ 0-9.]+%  " /tmp/o/profile.log | cut -c1-150 | head -40; T
 fi

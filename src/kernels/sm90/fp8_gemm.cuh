@@ -227,14 +227,13 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     // as_r. The half tile's sets are not fin's, p's and p1's first halves: with the two shapes
     // of wgmma writing the same arrays, ptxas (NVRTC's PTX, 13.0) ran short of registers for the
     // wgmma pipeline and serialized every QGMMA of the kernel (C7511), full tiles included.
-    auto k_loop = [&](auto n, u64 a_d, u64 b_d, u32 as_r, float (&acc)[decltype(n)::value / 2],
-                      float (&q0)[decltype(n)::value / 2], float (&q1)[decltype(n)::value / 2]) {
+    auto k_loop = [&](auto n, u64 a_d, u64 b_d, u32 as_r, auto& acc, auto& q0, auto& q1) {
       constexpr int N = decltype(n)::value;
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
       // The ring position, advanced by a compare instead of a division by STAGES per k-block.
       u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-      // Two partial sets, p and p1, for even and odd k-blocks: block kb + 1's group is issued
+      // Two partial sets, q0 and q1, for even and odd k-blocks: block kb + 1's group is issued
       // before block kb is promoted, so the tensor cores always hold this warpgroup's next group
       // while it promotes (with one set, both warpgroups waited on the same stage and promoted
       // at the same time, the tensor cores idle: ncu 49 % tensor-active at T = 8192).
