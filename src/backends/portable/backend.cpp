@@ -377,7 +377,7 @@ void PortableLayer::forward(const ForwardCall& call) const {
     const CUdeviceptr xa = xp + CUdeviceptr(t0 * H * 2);
     if (plugged) {
       plugin_->run({.x = xa, .counts = counts, .seg_off = seg, .num_tiles = ntiles, .tile_expert = tiles,
-                  .row_token = rtok, .row_weight = rw, .xg = ybuf, .scale = b + o_scale, .h = hbuf, .y = ybuf,
+                  .row_of = row_of, .row_weight = rw, .xg = ybuf, .scale = b + o_scale, .h = hbuf, .y = ybuf,
                   .scratch = b + o_scratch,
                   .tokens = n, .rows_bound = plan.rows_bound, .tile_bound = plan.tile_bound, .stream = stream});
     } else {

@@ -143,7 +143,8 @@ struct LayerWeights {  // the prepared layout of layout.cpp, experts 0..E+S-1, o
 // y and xg are the same buffer: the gathered x is dead once GEMM 1 has run.
 struct PluginChunk {
   CUdeviceptr x = 0;  // [n, H] bf16
-  CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_token = 0, row_weight = 0;
+  // The permutation's (portable/permute.cuh): row_of [n * topk] is each (token, slot)'s row.
+  CUdeviceptr counts = 0, seg_off = 0, num_tiles = 0, tile_expert = 0, row_of = 0, row_weight = 0;
   CUdeviceptr xg = 0, scale = 0, h = 0, y = 0;  // [rows, H] bf16, [rows] f32, [rows, I] bf16, [rows, H] bf16
   CUdeviceptr scratch = 0;  // GemmPlugin::scratch_bytes() of this call's own, content undefined on entry
   int64_t tokens = 0, rows_bound = 0, tile_bound = 0;  // tokens: this chunk's

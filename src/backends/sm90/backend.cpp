@@ -104,9 +104,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     if (codes_ == Codes::W8A8 && p.wide) return run_w8a8(c);
     // The W4A16 / W8A16 decode GEMMs read x in their permuted K order, the rest in natural order.
     const rt::LoadedKernel& gather = (permuted_k(codes_) && !p.wide) ? *gather_permuted_ : *gather_;
-    rt::launch_with(gather, {unsigned(c.tile_bound), kGatherSplit}, {unsigned(kGatherThreads)}, 0, c.stream,
-                    "permute", c.x, c.counts, c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg,
-                    c.scale, c.scratch);
+    launch_gather(gather, c);
     if (p.wide) run_wide(c);
     else run_decode(c, p.bt);
   }
@@ -201,8 +199,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     const int tile_bound = int(c.tile_bound);
     const unsigned tb = unsigned(c.tile_bound), threads = unsigned(kGatherThreads);
-    rt::launch_with(*gather_tiled_, {tb, kGatherSplit}, {threads}, 0, c.stream, "permute", c.x, c.counts,
-                    c.seg_off, c.num_tiles, c.tile_expert, c.row_token, c.row_weight, c.xg, c.scale, c.scratch);
+    launch_gather(*gather_tiled_, c);
     // A operands: codes box {128 B, 128 rows} (swizzled); scales over the 32-row groups (a map
     // row: 32 bf16 rows of k values, 16 k floats), a tile's k-block a box {32 floats, 4 groups}
     // (sm90/quantize.cuh, SCALES_TILED; rows is a multiple of 128).
@@ -228,6 +225,14 @@ class Sm90Gemms final : public portable::GemmPlugin {
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
                     w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,
                     tile_bound, c.scale, n2, int(H), kb2, int(I / 4));
+  }
+
+  // sm90/gather.cuh: token-major blocks, then one block per tile for the rows' scales.
+  static void launch_gather(const rt::LoadedKernel& gather, const portable::PluginChunk& c) {
+    const unsigned token_blocks = unsigned(ceil_div(c.tokens, kGatherWarps));
+    rt::launch_with(gather, {token_blocks + unsigned(c.tile_bound)}, {unsigned(kGatherThreads)}, 0, c.stream,
+                    "permute", c.x, int(c.tokens), c.row_of, c.counts, c.seg_off, c.num_tiles, c.tile_expert,
+                    c.row_weight, c.xg, c.scale, c.scratch);
   }
 
   // GEMM g's tile claim counter (sm90/tiles.cuh) in the call's scratch, zeroed by the gather.

@@ -89,7 +89,9 @@ rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order) {
   k.entry = "moe_sm90_gather";
   k.defines = {{"E", std::to_string(spec.num_experts)},
                {"E_TOTAL", std::to_string(spec.num_experts + spec.num_shared_experts)},
+               {"TOPK", std::to_string(spec.topk)},
                {"HIDDEN", std::to_string(spec.hidden)},
+               {"GATHER_WARPS", std::to_string(kGatherWarps)},
                {"PERMUTE_K", order == GatherOrder::PermutedK ? "1" : "0"},
                {"QUANT_FP8", quant ? "1" : "0"},
                {"SCALES_TILED", order == GatherOrder::QuantFp8Tiled ? "1" : "0"}};

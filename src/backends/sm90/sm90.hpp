@@ -51,10 +51,10 @@ constexpr int wide_smem_bytes(Codes c) {
   return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : c == Codes::W8A8 ? kSmemBytesW8A8 : kSmemBytes;
 }
 constexpr int kBNW8A8 = 128;  // the W8A8 GEMMs' tile is 128 x 128
-constexpr int kGatherThreads = 256;
-// The gather and the h quantizer split each 128-row tile over this many blocks (grid.y): 8
-// warps a block, 32 rows: more rows in flight than one block a tile (those kernels are
-// latency-bound, not bandwidth-bound, with a warp working through 16 rows in turn).
+constexpr int kGatherThreads = 256, kGatherWarps = kGatherThreads / 32;  // gather: a token a warp
+// The h quantizer splits each 128-row tile over this many blocks (grid.y): 8 warps a block,
+// 32 rows: more rows in flight than one block a tile (it is latency-bound, not bandwidth-bound,
+// with a warp working through 16 rows in turn).
 constexpr unsigned kGatherSplit = 4;
 static_assert(kGatherSplit * 32 == kBM, "the quantizer's blocks are the 32 rows that share a scale row");
 // Decode GEMMs (decode_gemm.cuh): 128 weight rows per CTA, token tiles of 16, 32, 64 (two
@@ -111,8 +111,8 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 enum class GatherOrder { Natural, PermutedK, QuantFp8, QuantFp8Tiled };
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
 // W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (h between
-// the QGMMA GEMMs), the scales in the rows (decode) or per 32 rows (wide). Launched as the
-// gather: grid (tile bound, kGatherSplit), kGatherThreads.
+// the QGMMA GEMMs), the scales in the rows (decode) or per 32 rows (wide). Launched on a grid
+// (tile bound, kGatherSplit) of kGatherThreads.
 rt::KernelSpec quantize_kernel(int64_t k, bool tiled_scales);
 // stream_k: the decode GEMM that cuts its (unit, k-block) tasks into equal ranges per CTA
 // (decode_gemm.cuh), for calls of at most kStreamKTokens tokens; decode_fixup_kernel adds up

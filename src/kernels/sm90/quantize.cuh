@@ -81,10 +81,11 @@ struct RowScales {
   }
 };
 
-// One warp: bf16 row src (QUANT_K values) -> codes at dst[0 .. K); returns the scales, to be
-// stored once the row is read whole (RowScales::store). src and dst may be the same row (see
-// above).
-__device__ __forceinline__ RowScales quantize_row(const u16* src, unsigned char* dst) {
+// One warp: bf16 row src (QUANT_K values) -> codes, handed to store_codes(col, c) (8 codes,
+// columns col .. col + 7, a lane's of one step); returns the scales, to be stored once the row
+// is read whole (RowScales::store). The codes may overwrite src itself (in place, see above).
+template <class StoreCodes>
+__device__ __forceinline__ RowScales quantize_row(const u16* src, StoreCodes&& store_codes) {
   const int lane = threadIdx.x & 31;
   RowScales out;
   float (&scales)[kSteps] = out.s;  // this half's group scale of each step
@@ -136,12 +137,17 @@ __device__ __forceinline__ RowScales quantize_row(const u16* src, unsigned char*
         uint2 c;
         c.x = bad ? 0x7F7F7F7Fu : e4m3x2(x[0], x[1]) | e4m3x2(x[2], x[3]) << 16;
         c.y = bad ? 0x7F7F7F7Fu : e4m3x2(x[4], x[5]) | e4m3x2(x[6], x[7]) << 16;
-        *reinterpret_cast<uint2*>(dst + col) = c;
+        store_codes(col, c);
       }
     }
   }
   __syncwarp();  // the whole row was read before its scales may overwrite its second half
   return out;
+}
+
+// quantize_row with the codes into row dst's first K bytes (dst may be src).
+__device__ __forceinline__ RowScales quantize_row_to(const u16* src, unsigned char* dst) {
+  return quantize_row(src, [dst](int col, uint2 c) { *reinterpret_cast<uint2*>(dst + col) = c; });
 }
 
 }  // namespace sm90q
@@ -171,7 +177,7 @@ extern "C" __global__ void __launch_bounds__(256)
   // syncs, then those scales are stored, and the later rows' as each is done.
   const bool first = r < r_end;  // warp-uniform
   sm90q::RowScales first_scales;
-  if (first) first_scales = sm90q::quantize_row(tile_row0 + (i64)r * QUANT_K,
+  if (first) first_scales = sm90q::quantize_row_to(tile_row0 + (i64)r * QUANT_K,
                                                 reinterpret_cast<unsigned char*>(tile_row0 + (i64)r * QUANT_K));
   __syncthreads();
   if (first) first_scales.store(sm90q::scale_slots(tile_row0, r));
@@ -179,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(256)
 #endif
   for (; r < r_end; r += warps) {
     u16* p = tile_row0 + (i64)r * QUANT_K;
-    sm90q::quantize_row(p, reinterpret_cast<unsigned char*>(p)).store(sm90q::scale_slots(tile_row0, r));
+    sm90q::quantize_row_to(p, reinterpret_cast<unsigned char*>(p)).store(sm90q::scale_slots(tile_row0, r));
   }
 }
 #endif
