@@ -191,7 +191,7 @@ fi
 if has profile; then  # ncu, one forward per T of the main job: where the time goes, kernel by kernel
   # Clocks as the bench runs them (MOEFORGE_PROFILE_CLOCKS=none; "base" is ncu's default lock,
   # used by the records before session 6), so the kernel times add up to the bench's time.
-  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max
+  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.avg
   # With MOEFORGE_BASELINE_SRC, the baseline's CLI is profiled the same way after this tree's.
   for which in main "${!base_clis[@]}"; do
     select_cli $which
@@ -223,15 +223,20 @@ total = sum(float(d.get("gpu__time_duration.sum", 0)) for d in k.values())
 print(f"-- T={sys.argv[2]}: last forward, {len(k)} kernels, {total / 1e3:.1f} us of kernel time (ncu, serialized)")
 # SM max/avg: the busiest SM's active cycles over the average SM's: how unevenly the grid's work
 # landed on the SMs (1.0 = even; a persistent grid with 160 equal items on 132 SMs gives ~1.6).
+# GHz: the SMs' clock while the kernel ran (elapsed cycles over its time): the tensor-heavy GEMMs
+# run well below the memory-bound kernels' clock (9ae0ba6, W8A8 T = 8192: ~1.5 against ~1.9).
+def ghz(d):
+    t, cyc = float(d.get("gpu__time_duration.sum", 0) or 0), float(d.get("sm__cycles_elapsed.avg", 0) or 0)
+    return f"{cyc / t:.2f}" if t > 0 and cyc > 0 else "-"
 print(f"   {'kernel':<24}{'us':>10}{'share':>8}{'tensor%':>9}{'dram%':>7}{'L2hit%':>8}{'issue%':>8}{'grid':>8}"
-      f"{'SMmax/avg':>10}")
+      f"{'SMmax/avg':>10}{'GHz':>6}")
 for d in k.values():
     t = float(d.get("gpu__time_duration.sum", 0))
     print(f"   {d['name'][:24]:<24}{t / 1e3:>10.1f}{100 * t / max(total, 1):>7.1f}%"
           f"{d.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active', '-'):>9}"
           f"{d.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', '-'):>7}"
           f"{d.get('lts__t_sector_hit_rate.pct', '-'):>8}{d.get('smsp__issue_active.avg.pct_of_peak_sustained_active', '-'):>8}"
-          f"{d.get('launch__grid_size', '-'):>8}{imbalance(d):>10}")
+          f"{d.get('launch__grid_size', '-'):>8}{imbalance(d):>10}{ghz(d):>6}")
 PY
     done
   done 2>&1 | tee "$logs/profile.txt"
