@@ -202,44 +202,20 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
           --tokens "$T" --backend ${MOEFORGE_PROFILE_BACKEND:-auto} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
           --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$csv" 2> "$logs/profile-T$T$sfx.err"
       note "profile$sfx T=$T rc=$?"
-      python3 - "$csv" "$T$sfx" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-head, data = rows[0], rows[1:]
-ix = {k: head.index(k) for k in ("ID", "Kernel Name", "Metric Name", "Metric Value")}
-k = collections.OrderedDict()
-for r in data:
-    d = k.setdefault(r[ix["ID"]], {"name": r[ix["Kernel Name"]]})
-    d[r[ix["Metric Name"]]] = r[ix["Metric Value"]].replace(",", "")
-# The last forward only (the earlier kernels are warm-up runs and, with `auto`, the self-test):
-# from the last routing launch on.
-ids = list(k)
-last = max([i for i, key in enumerate(ids) if k[key]["name"].startswith("moe_route")] or [0])
-k = collections.OrderedDict((key, k[key]) for key in ids[last:])
-def imbalance(d):
-    avg, mx = float(d.get("sm__cycles_active.avg", 0) or 0), float(d.get("sm__cycles_active.max", 0) or 0)
-    return f"{mx / avg:.2f}" if avg > 0 else "-"
-total = sum(float(d.get("gpu__time_duration.sum", 0)) for d in k.values())
-print(f"-- T={sys.argv[2]}: last forward, {len(k)} kernels, {total / 1e3:.1f} us of kernel time (ncu, serialized)")
-# SM max/avg: the busiest SM's active cycles over the average SM's: how unevenly the grid's work
-# landed on the SMs (1.0 = even; a persistent grid with 160 equal items on 132 SMs gives ~1.6).
-# GHz: the SMs' clock while the kernel ran (elapsed cycles over its time): the tensor-heavy GEMMs
-# run well below the memory-bound kernels' clock (9ae0ba6, W8A8 T = 8192: ~1.5 against ~1.9).
-def ghz(d):
-    t, cyc = float(d.get("gpu__time_duration.sum", 0) or 0), float(d.get("sm__cycles_elapsed.avg", 0) or 0)
-    return f"{cyc / t:.2f}" if t > 0 and cyc > 0 else "-"
-print(f"   {'kernel':<24}{'us':>10}{'share':>8}{'tensor%':>9}{'dram%':>7}{'L2hit%':>8}{'issue%':>8}{'grid':>8}"
-      f"{'SMmax/avg':>10}{'GHz':>6}")
-for d in k.values():
-    t = float(d.get("gpu__time_duration.sum", 0))
-    print(f"   {d['name'][:24]:<24}{t / 1e3:>10.1f}{100 * t / max(total, 1):>7.1f}%"
-          f"{d.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active', '-'):>9}"
-          f"{d.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', '-'):>7}"
-          f"{d.get('lts__t_sector_hit_rate.pct', '-'):>8}{d.get('smsp__issue_active.avg.pct_of_peak_sustained_active', '-'):>8}"
-          f"{d.get('launch__grid_size', '-'):>8}{imbalance(d):>10}{ghz(d):>6}")
-PY
+      python3 "$root/tools/ncu_kernel_table.py" "$csv" "$T$sfx"
     done
   done 2>&1 | tee "$logs/profile.txt"
+  # MOEFORGE_PROFILE_CEILINGS=1: the bench's ceilings (cuBLAS's bf16 and FP8 GEMMs, the read
+  # kernel) profiled the same way, medians per kernel: their tensor-pipe share and clock beside
+  # the layer's kernels' (9ae0ba6: the W8A8 GEMMs ran at ~1.5 GHz, the memory-bound kernels ~1.9).
+  if [ "${MOEFORGE_PROFILE_CEILINGS:-0}" = 1 ]; then
+    csv="$logs/profile-ceilings.csv"
+    ncu --csv --print-units base --clock-control ${MOEFORGE_PROFILE_CLOCKS:-none} --metrics "$metrics" \
+        -k 'regex:^(?!moe_)' "$cli" bench --model mistral-small-4 --tokens 1 --runs 1 --backend sm90 \
+        > "$csv" 2> "$logs/profile-ceilings.err"
+    note "profile ceilings rc=$?"
+    python3 "$root/tools/ncu_kernel_table.py" "$csv" ceilings --by-name 2>&1 | tee -a "$logs/profile.txt"
+  fi
   # Why a kernel is slow, not just how slow: ncu sections (e.g. "WarpStateStats SchedulerStats"
   # for stall reasons and issue slots) on MOEFORGE_PROFILE_KERNEL (default moe_sm90_decode):
   # its first 2 launches (GEMM 1 and 2 of the first forward; an explicit backend runs no
