@@ -44,6 +44,9 @@ inline uint64_t next_case_seed() {
   return run_seed() * 1000003ull + ++counter;
 }
 
+// Device 0 is an sm_90a GPU (the sm90 backend's kernels are built for that target only).
+inline bool on_sm90a() { return rt::device_count() > 0 && rt::cached_device_info(0).target == "sm_90a"; }
+
 // A non-blocking stream of the test's own, destroyed with it.
 struct Stream {
   CUstream s = nullptr;

@@ -31,7 +31,7 @@
 namespace moeforge {
 namespace {
 
-bool on_sm90a() { return rt::device_count() > 0 && rt::cached_device_info(0).target == "sm_90a"; }
+using testing::on_sm90a;
 
 constexpr int kBM = 128;
 constexpr uint16_t kPoison = 0xABCD;  // xg before the launch

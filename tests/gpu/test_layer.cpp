@@ -232,7 +232,7 @@ INSTANTIATE_TEST_SUITE_P(All, PortableLayerMatrix, ::testing::ValuesIn(all_param
 // run_all.sh runs this matrix as is, with MOEFORGE_SM90_CROSSOVER=0 (the wide GEMMs at every
 // T, T = 1 included) and with MOEFORGE_SM90_CROSSOVER=1e9 (the decode GEMMs at every T, up
 // to T = 36308 where each expert's tokens take many 64-token passes).
-bool on_sm90a() { return rt::device_count() > 0 && rt::cached_device_info(0).target == "sm_90a"; }
+using testing::on_sm90a;
 
 class Sm90LayerMatrix : public ::testing::TestWithParam<Param> {};
 

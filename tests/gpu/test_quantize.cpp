@@ -27,7 +27,7 @@
 namespace moeforge {
 namespace {
 
-bool on_sm90a() { return rt::device_count() > 0 && rt::cached_device_info(0).target == "sm_90a"; }
+using testing::on_sm90a;
 
 // bf16 rows [n, k] with the group kinds above, group kind by (row + group) % 7.
 std::vector<uint16_t> make_rows(int64_t n, int64_t k, uint64_t seed) {

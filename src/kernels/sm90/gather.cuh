@@ -4,11 +4,11 @@
 //   xg[row]    = x[token of row]  for routed and shared rows (padding rows: not written)
 //   scale[row] = routing weight (routed), 1 (shared experts), 0 (padding)
 // Rows come from moe_scatter (portable/permute.cuh): row_of [entry] gives a token's routed rows,
-// row_weight [row] their weights; the row of (shared expert s, token t) is seg_off[E + s] + t. Padding rows are the ones at
-// or past counts[e] inside expert e's segment. They are left as they are: every GEMM output
-// row depends on its own A row only, and nothing reads padding rows of h or y, so their
-// content cannot matter; zeroing them cost 73 us of 1.8 ms at T = 128 (ncu, H200), where
-// almost every row of a 128-row tile is padding.
+// row_weight [row] their weights; the row of (shared expert s, token t) is seg_off[E + s] + t.
+// Padding rows are the ones at or past counts[e] inside expert e's segment. They are left as
+// they are: every GEMM output row depends on its own A row only, and nothing reads padding
+// rows of h or y, so their content cannot matter; zeroing them cost 73 us of 1.8 ms at
+// T = 128 (ncu, H200), where almost every row of a 128-row tile is padding.
 //
 // PERMUTE_K = 1 (the W4A16 / W8A16 decode GEMMs: NVFP4 or FP8 weights): the columns of each
 // 64-column block are stored in the permuted K order of sm90/w4_format.cuh (xg[L] = x[physical_k(L)]).
@@ -66,12 +66,13 @@ struct TokenRows {
 };
 
 #if !QUANT_FP8
-// The stored vector for source vector q (lane's of a batch of 32 consecutive ones): q itself, or (PERMUTE_K) its 64-column block's permuted K order. 16-byte
-// vectors, one per lane: coalesced loads and stores (a 64-column block per lane, the first
-// version, read 128 bytes a lane at a 128-byte stride: 27 us against 9.6 for the plain copy at
-// T = 128, H200). 8 lanes hold a 64-column block; lane j's output vector takes two columns from
-// each of 4 of the block's vectors (w4::gather_src_vec / _elem), fetched by shuffles within the
-// 8 lanes. A row's vector count is a multiple of 8 with PERMUTE_K, so a block's lanes are all in or all out at
+// The stored vector for source vector q (this lane's of a batch of 32 consecutive ones): q
+// itself, or (PERMUTE_K) its 64-column block's permuted K order. 16-byte vectors, one per lane:
+// coalesced loads and stores (a 64-column block per lane, the first version, read 128 bytes a
+// lane at a 128-byte stride: 27 us against 9.6 for the plain copy at T = 128, H200). 8 lanes
+// hold a 64-column block; lane j's output vector takes two columns from each of 4 of the
+// block's vectors (w4::gather_src_vec / _elem), fetched by shuffles within the 8 lanes. A row's
+// vector count is a multiple of 8 with PERMUTE_K, so a block's lanes are all in or all out at
 // the row's end (the shuffles run in every lane either way).
 __device__ __forceinline__ uint4 stored_vector(uint4 q, int lane) {
 #if PERMUTE_K
@@ -130,7 +131,9 @@ extern "C" __global__ void __launch_bounds__(32 * GATHER_WARPS)
   const sm90q::RowScales s = sm90q::quantize_row(src_row, [&](int col, uint2 c) {
     rows.each([&](i64 row) { *reinterpret_cast<uint2*>(xg_bytes + row * 2 * HIDDEN + col) = c; });
   });
-  rows.each([&](i64 row) { s.store(sm90q::scale_slots(xg + (row - row % GATHER_BM) * HIDDEN, int(row % GATHER_BM))); });
+  rows.each([&](i64 row) {
+    s.store(sm90q::scale_slots(xg + (row - row % GATHER_BM) * HIDDEN, int(row % GATHER_BM)));
+  });
 #else
   const int lane = threadIdx.x & 31;
   const uint4* src = reinterpret_cast<const uint4*>(src_row);
