@@ -52,17 +52,18 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const uint64_t H = uint64_t(spec.hidden), I = uint64_t(spec.intermediate);
     const uint64_t kp13 = uint64_t(portable::padded_k(int64_t(H))), kp2 = uint64_t(portable::padded_k(int64_t(I)));
     if (codes_ == Codes::W8 || w8a8) {
-      // Codes [E+S][N][KP] bytes; scales [E+S][KP/128][N] f32 (layout.cpp). Decode (and W8A8's
-      // 128 x 128 tiles): boxes of 128 rows x 128 K (128B-swizzled codes) and 128 scales;
-      // wide W8A16: 256 rows x 64 K, 256 scales.
+      // Codes [E+S][N][KP] bytes; scales [E+S][KP/128][N] f32 (layout.cpp). Decode: boxes of 128
+      // rows x 128 K (128B-swizzled codes) and 128 scales; wide: 256 rows and 256 scales, the
+      // codes 64 K plain (W8A16, w8a16.cuh) or 128 K 128B-swizzled (W8A8, fp8_gemm.cuh).
       const uint32_t k = decode_stage_k(codes_), rows = kDecodeRows;
       const uint64_t kb13 = (kp13 + 127) / 128, kb2 = (kp2 + 127) / 128;
       w13_rows_map_ = encode_u8(w.w13, {kp13, et * 2 * I}, {k, rows}, true, "w13 codes");
       w2_rows_map_ = encode_u8(w.w2, {kp2, et * H}, {k, rows}, true, "w2 codes");
       w13_scales_map_ = encode_f32(w.w13_scales, {2 * I, kb13, et}, {rows, 1, 1}, "w13 scales");
       w2_scales_map_ = encode_f32(w.w2_scales, {H, kb2, et}, {rows, 1, 1}, "w2 scales");
-      w13_map_ = encode_u8(w.w13, {kp13, et * 2 * I}, {kBK, kBN}, false, "w13 codes");
-      w2_map_ = encode_u8(w.w2, {kp2, et * H}, {kBK, kBN}, false, "w2 codes");
+      const uint32_t wide_k = w8a8 ? 128 : kBK;
+      w13_map_ = encode_u8(w.w13, {kp13, et * 2 * I}, {wide_k, kBN}, w8a8, "w13 codes");
+      w2_map_ = encode_u8(w.w2, {kp2, et * H}, {wide_k, kBN}, w8a8, "w2 codes");
       w13_wide_scales_map_ = encode_f32(w.w13_scales, {2 * I, kb13, et}, {kBN, 1, 1}, "w13 scales");
       w2_wide_scales_map_ = encode_f32(w.w2_scales, {H, kb2, et}, {kBN, 1, 1}, "w2 scales");
       return;
@@ -211,19 +212,18 @@ class Sm90Gemms final : public portable::GemmPlugin {
     };
     const CUtensorMap xq = codes_map(c.xg, H, "x codes"), xs = scales_map(c.xg, H, "x scales");
     const CUtensorMap hq = codes_map(c.h, I, "h codes"), hs = scales_map(c.h, I, "h scales");
-    const CUtensorMap h_out = encode_bf16_2d(c.h, I, rows, I * 2, kEpiBox, "h");
-    const CUtensorMap y_out = encode_bf16_2d(c.y, H, rows, H * 2, kEpiBox, "y");
+    // The epilogues store h and y from the accumulators (no store maps).
     const int n1 = int(ceil_div(int64_t(2 * I), kBNW8A8)), n2 = int(ceil_div(int64_t(H), kBNW8A8));
     const int kb1 = int(H / 128), kb2 = int(I / 128);
     const unsigned smem = unsigned(kSmemBytesW8A8);
     const CUdeviceptr no_scale = 0;
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
-                    w13_rows_map_, w13_scales_map_, h_out, c.tile_expert, c.counts, c.seg_off, counter(c, 0),
+                    w13_map_, w13_wide_scales_map_, c.h, int(I), c.tile_expert, c.counts, c.seg_off, counter(c, 0),
                     c.num_tiles, tile_bound, no_scale, n1, int(2 * I), kb1, int(H / 4));
     rt::launch_with(*quantize_tiled_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts,
                     c.seg_off, c.num_tiles, c.tile_expert);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
-                    w2_rows_map_, w2_scales_map_, y_out, c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,
+                    w2_map_, w2_wide_scales_map_, c.y, int(H), c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,
                     tile_bound, c.scale, n2, int(H), kb2, int(I / 4));
   }
 
@@ -253,7 +253,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
   const rt::LoadedKernel* decode_[std::size(kDecodeTiles)][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   const rt::LoadedKernel* stream_k_[2] = {};  // the 16-token tile's stream-K decode GEMMs
   const rt::LoadedKernel* fixup_[2] = {};     // and their fixups
-  CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4: their codes)
+  CUtensorMap w13_map_{}, w2_map_{};           // boxes of 256 weight rows (wide; w4, w8: their codes)
   CUtensorMap w13_wide_scales_map_{}, w2_wide_scales_map_{};  // w4, w8: the wide GEMMs' scale boxes
   CUtensorMap w13_rows_map_{}, w2_rows_map_{}; // boxes of 128 weight rows (decode; w4, w8: their codes)
   CUtensorMap w13_scales_map_{}, w2_scales_map_{};  // w4: the codes' e4m3 scales; w8: f32 scales

@@ -45,12 +45,12 @@ MoeSpec pipeline_spec(const MoeSpec& spec);
 constexpr int kSmemBytesW4 = 209920;
 // FP8 (W8): 3 x (16 + 16 + 1) KB stages (A, codes, scales) + 2 dequantized B tiles + boxes + barriers.
 constexpr int kSmemBytesW8 = 201728;
-// FP8 x FP8 (W8A8, fp8_gemm.cuh): 5 x (16 + 16 + 0.5 + 0.5) KB stages + boxes + barriers.
-constexpr int kSmemBytesW8A8 = 203776;
+// FP8 x FP8 (W8A8, fp8_gemm.cuh): 4 x (16 + 32 + 0.5 + 1) KB stages + barriers, + 1 KB align.
+constexpr int kSmemBytesW8A8 = 204800;
 constexpr int wide_smem_bytes(Codes c) {
   return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : c == Codes::W8A8 ? kSmemBytesW8A8 : kSmemBytes;
 }
-constexpr int kBNW8A8 = 128;  // the W8A8 GEMMs' tile is 128 x 128
+constexpr int kBNW8A8 = 256;  // the W8A8 GEMMs' tile is 128 x 256
 constexpr int kGatherThreads = 256, kGatherWarps = kGatherThreads / 32;  // gather: a token a warp
 // The h quantizer splits each 128-row tile over this many blocks (grid.y): 8 warps a block,
 // 32 rows: more rows in flight than one block a tile (it is latency-bound, not bandwidth-bound,

@@ -11,30 +11,33 @@
 //      of the first of them (sm90/quantize.cuh, SCALES_TILED): k-block kb's scale of row r at
 //      float K/4 + 32 kb + r % 32 of row r - r % 32. TMA: codes box {128 B, 128 rows},
 //      128B-swizzled; scales over the 32-row groups, box {32 floats, 4 groups}, which lands as
-//      the tile's 128 scales in row order. (The scales used to sit in each row, a box {4 floats,
-//      128 rows}: 128 requests of 16 bytes a stage, as many as the codes'.)
-//   B  the portable prepared layout: e4m3 [E_TOTAL * N, KP], boxes {128 B, 128 rows},
+//      the tile's 128 scales in row order.
+//   B  the portable prepared layout: e4m3 [E_TOTAL * N, KP], boxes {128 B, 256 rows},
 //      128B-swizzled; f32 scales [E_TOTAL][KP/128][N] (one per row and 128 columns), box
-//      {128, 1, 1}.
-// Tile 128 x 128 (two consumer warpgroups of 64 rows), BK = 128 = one scale block, 5 stages.
-// Per k-block a consumer issues 4 wgmma m64n128k32 (e4m3 x e4m3 -> f32) into a fresh partial
-// accumulator, and the block is then "promoted": final += partial * a_scale[row] *
-// b_scale[col], in f32 (the scales change every 128 columns of K, so the tensor cores cannot
-// apply them). B's scales are uniform over 128 source rows (FP8_Block128 weights: one scale
-// per 128 x 128 block), and a tile's rows are one 128-row block (GEMM 2) or 64 gate rows and
-// 64 up rows, each a 64-aligned span of one block (GEMM 1's interleave, I % 128 == 0): so a
-// thread needs 4 products a_scale x b_scale per block and one FFMA per accumulator. The
-// scales are read while the wgmma group runs. Two partial sets alternate over the k-blocks:
-// block kb + 1's group is issued before block kb's promotion, and each stage is released as
-// soon as its group completed. 64 + 2 x 64 accumulator registers per thread: more than the
-// 168 of the launch (384 threads), within the 232 that setmaxnreg gives the consumers, which
-// ptxas honours only because no `trap` is reachable from them (sm90/wait.cuh). N = 256 would
-// need 384.
+//      {256, 1, 1}.
+// Tile 128 x 256 (two consumer warpgroups of 64 rows), BK = 128 = one scale block, 4 stages.
+// The 128 x 128 tile it replaced read 32 KB of L2 per 128 x 128 x 128 block; this one reads
+// 48 KB for twice the work (a quarter fewer bytes a FLOP), with the same registers.
 //
-// Roles, persistence, tile order (claimed in order), half tiles (GEMM 2: split by columns
-// between the consumers, m64n64 each, as grouped_gemm.cuh; GEMM 1: consumer 1 passes over them,
-// its column half being half a store box), epilogue (swizzled 64 x 64 boxes, TMA stores): as
-// grouped_gemm.cuh. GEMM 1's 128 interleaved rows give 64 features (one box per consumer).
+// Per k-block a consumer runs its 256 columns as two groups of 4 wgmma m64n128k32 (e4m3 x e4m3
+// -> f32), one column half each, into one partial accumulator set: group, wait, "promote"
+// (final += partial * a_scale[row] * b_scale[col], in f32: the scales change every 128
+// columns of K, so the tensor cores cannot apply them), next group. While one warpgroup waits
+// and promotes, the other's group keeps the tensor cores busy. B's scales are uniform over 128
+// weight rows (FP8_Block128: one scale per 128 x 128 block): a column half of GEMM 2's tile is
+// one block; GEMM 1's 256 rows are 128 gate and 128 up rows interleaved in chunks of 8
+// (layout.cpp, I % 128 == 0), one block of each, the same for both halves. So a thread needs 4
+// products a_scale x b_scale per group and one FFMA per accumulator. 128 final + 64 partial
+// accumulator registers per thread: more than the 168 of the launch (384 threads), within the
+// 232 that setmaxnreg gives the consumers, which ptxas honours only because no `trap` is
+// reachable from them (sm90/wait.cuh). (The 128 x 128 tile held two partial sets to overlap
+// within a warpgroup; at 256 columns two sets would need 256 registers.)
+//
+// Half tiles (tile_words.cuh: the tile's rows 64-127 are padding): both consumers on the first
+// 64 rows, each one column half (one group a k-block). Roles, persistence, tile order (claimed
+// in order): as grouped_gemm.cuh. The epilogue stores straight from the accumulators (bf16
+// pairs; GEMM 1's 256 interleaved rows give 128 features), no shared-memory boxes: the stages
+// use the shared memory the boxes had.
 //
 // Defines: GEMM_STAGE, ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_FP8_SMEM_BYTES (the host's
 // launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
@@ -51,19 +54,18 @@
 
 namespace sm90f8 {
 
-constexpr int BM = 128, BN = 128, BK = 128, STAGES = 5;
+constexpr int BM = 128, BN = 256, BK = 128, STAGES = 4;
+constexpr int kHalfN = 128;  // a group's columns: one column half of the tile
 constexpr int kConsumers = 2, kThreads = 128 * (1 + kConsumers);
-constexpr int kEpiBox = 64;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr u32 kStageBytes = BM * BK + BN * BK + BM * 4 + BN * 4;  // A, B codes; A, B scales
 static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 65536, "register file");
 
 struct Smem {
-  alignas(1024) unsigned char a[STAGES][BM * BK];    // 16 KB
-  alignas(1024) unsigned char b[STAGES][BN * BK];    // 16 KB
-  alignas(1024) u16 d[kConsumers][2][64 * kEpiBox];  // 8 KB per box buffer
-  alignas(128) float as[STAGES][BM];                 // A scales of the block: row r's at [r]
-  alignas(128) float bs[STAGES][BN];                 // B scales of the block
+  alignas(1024) unsigned char a[STAGES][BM * BK];  // 16 KB
+  alignas(1024) unsigned char b[STAGES][BN * BK];  // 32 KB
+  alignas(128) float as[STAGES][BM];               // A scales of the block: row r's at [r]
+  alignas(128) float bs[STAGES][BN];               // B scales of the block
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
   int tile[STAGES];  // ring.cuh stage_word: the tile starting at this stage (tiles.cuh tile_word)
@@ -72,84 +74,98 @@ constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
 static_assert(kSmemBytes == SM90_FP8_SMEM_BYTES, "the host's fp8 GEMM smem size must match");
 
-// One k-block: 4 x m64nNk32 into p (fresh: the first ignores p's old value), from the
-// stage's A and B tiles (descriptors of their first k32 step). N = 128: a consumer's 64 rows
-// x the tile's 128 columns; N = 64: a half tile's column half.
-template <int N>
-__device__ __forceinline__ void issue_block(float (&p)[N / 2], u64 a_desc, u64 b_desc) {
+// One group: 4 x m64n128k32 into p (fresh: the first ignores p's old value), from the stage's
+// A rows and B column half (descriptors of their first k32 step).
+__device__ __forceinline__ void issue_group(float (&p)[64], u64 a_desc, u64 b_desc) {
   wgmma_fence();
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) reg_fence(p[i]);
+  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
 #pragma unroll
   for (int kk = 0; kk < BK / 32; ++kk)
-    wgmma_m64nk32_e4m3_ss<N>(p, wgmma_desc_add(a_desc, kk * 32), wgmma_desc_add(b_desc, kk * 32), kk > 0 ? 1u : 0u);
+    wgmma_m64n128k32_e4m3_ss(p, wgmma_desc_add(a_desc, kk * 32), wgmma_desc_add(b_desc, kk * 32), kk > 0 ? 1u : 0u);
   wgmma_commit();
 }
 
-// The B scale of n8 chunk q of the tile: GEMM 1 alternates gate (even q) and up (odd q)
-// chunks, whose scales are those of tile rows 0 and 8; GEMM 2's tile is one block.
+// The B scale of n8 chunk q of a column half: GEMM 1 alternates gate (even q) and up (odd q)
+// chunks, whose scales are those of the half's rows 0 and 8; GEMM 2's half is one block.
 constexpr int kOddChunkRow = GEMM_STAGE == 1 ? 8 : 0;
 
-// This thread's scales for k-block kb in stage s_: A's of rows r0, r0 + 8, B's of the even and
-// odd chunks. as_row = shared address of sm.as[0][r0], bs = of sm.bs[0]:
-// set up once, offset per stage. Read before the wgmma group is issued (volatile asm: kept
-// ahead of the group's), so their latency has passed when the products are formed: read
-// after the issue, ptxas placed the products between the group's wgmmas and the last one
-// waited on the loads (ncu: short scoreboard on those FMULs, ~5 % of the warp samples).
-struct BlockScales {
-  float sa0, sa1, sb0, sb1;
-  __device__ __forceinline__ BlockScales(u32 as_row, u32 bs, u32 s_) {
-    const u32 a = as_row + s_ * (BM * 4), b = bs + s_ * (BN * 4);
-    sa0 = ld_shared_f32(a), sa1 = ld_shared_f32(a + 8 * 4), sb0 = ld_shared_f32(b);
-    sb1 = kOddChunkRow ? ld_shared_f32(b + kOddChunkRow * 4) : sb0;
-  }
-};
-
-// The combined scales [row r0, r0 + 8][even, odd chunk], formed once the group is issued.
-struct PromoteScales {
+// One group's combined scales [row r0, r0 + 8][even, odd chunk] from A's of this thread's rows
+// and B's of the half's even and odd chunks.
+struct GroupScales {
   float s[2][2];
-  __device__ __forceinline__ explicit PromoteScales(const BlockScales& b) {
-    s[0][0] = b.sa0 * b.sb0, s[0][1] = b.sa0 * b.sb1, s[1][0] = b.sa1 * b.sb0, s[1][1] = b.sa1 * b.sb1;
+  __device__ __forceinline__ GroupScales(float sa0, float sa1, float sb0, float sb1) {
+    s[0][0] = sa0 * sb0, s[0][1] = sa0 * sb1, s[1][0] = sa1 * sb0, s[1][1] = sa1 * sb1;
   }
 };
 
-// final += p * scale for this thread's rows r0, r0 + 8 (within the tile), its N / 8 chunks q
-// (N as in issue_block: a half tile's chunks are its column half's, which starts at an even
-// chunk, so the parity of q is the tile's).
-template <int N>
-__device__ __forceinline__ void promote(float (&fin)[N / 2], float (&p)[N / 2], const PromoteScales& bs) {
+// fin[BASE ..] += p * scale for this thread's rows r0, r0 + 8 and the half's 16 chunks
+// (BASE = 0 or 64: column half 0 or 1 of the tile's accumulators).
+template <int BASE>
+__device__ __forceinline__ void promote(float (&fin)[128], float (&p)[64], const GroupScales& sc) {
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) reg_fence(p[i]);
+  for (int i = 0; i < 64; ++i) reg_fence(p[i]);
 #pragma unroll
-  for (int q = 0; q < N / 8; ++q) {
-    fin[4 * q + 0] = fmaf(p[4 * q + 0], bs.s[0][q & 1], fin[4 * q + 0]);
-    fin[4 * q + 1] = fmaf(p[4 * q + 1], bs.s[0][q & 1], fin[4 * q + 1]);
-    fin[4 * q + 2] = fmaf(p[4 * q + 2], bs.s[1][q & 1], fin[4 * q + 2]);
-    fin[4 * q + 3] = fmaf(p[4 * q + 3], bs.s[1][q & 1], fin[4 * q + 3]);
+  for (int q = 0; q < 16; ++q) {
+    fin[BASE + 4 * q + 0] = fmaf(p[4 * q + 0], sc.s[0][q & 1], fin[BASE + 4 * q + 0]);
+    fin[BASE + 4 * q + 1] = fmaf(p[4 * q + 1], sc.s[0][q & 1], fin[BASE + 4 * q + 1]);
+    fin[BASE + 4 * q + 2] = fmaf(p[4 * q + 2], sc.s[1][q & 1], fin[BASE + 4 * q + 2]);
+    fin[BASE + 4 * q + 3] = fmaf(p[4 * q + 3], sc.s[1][q & 1], fin[BASE + 4 * q + 3]);
   }
 }
 
-// A k-block whose wgmma group was issued: its promotion scales and its ring stage.
-struct InFlight {
-  PromoteScales scales;
-  u32 stage;
-};
-
-// tiles.cuh; GEMM 1 gives 64 features a tile: one store box per consumer.
-using Epilogue = sm90::TileEpilogue<BM, BN>;
+// The epilogue, from the accumulators straight to global memory: CHUNKS n8 chunks of fin (32:
+// a full tile's 256 columns; 16: a column half), this thread's rows `row` and row + 8 of
+// out [rows, out_cols] bf16, from column (GEMM 1: feature) col0. GEMM 2: y = s * acc (s the
+// row's routing weight; 1 for shared experts, 0 for padding). GEMM 1: chunk pair (2j, 2j + 1)
+// holds gate and up of features 8j .. 8j + 7. A quad's 4 threads store 16 contiguous bytes of
+// a row. Columns at or past out_cols (a partial last n-tile) are not stored: checked per chunk
+// only when the tile reaches past them.
+template <int CHUNKS>
+__device__ __forceinline__ void store_rows(const float (&fin)[128], u16* __restrict__ out, i64 row, int col0,
+                                           int out_cols, int t, float s0, float s1) {
+  u16* r0 = out + row * out_cols + 2 * t;
+  u16* r8 = r0 + 8 * (i64)out_cols;
+#if GEMM_STAGE == 1
+  constexpr int kCols = CHUNKS * 4;  // features: a chunk pair gives 8
+  auto store = [&](int j) {
+    const float* gate = &fin[8 * j];
+    const float* up = &fin[8 * j + 4];
+    *reinterpret_cast<u32*>(r0 + col0 + 8 * j) = pack_bf16x2(sm90::activate(gate[0], up[0]), sm90::activate(gate[1], up[1]));
+    *reinterpret_cast<u32*>(r8 + col0 + 8 * j) = pack_bf16x2(sm90::activate(gate[2], up[2]), sm90::activate(gate[3], up[3]));
+  };
+  (void)s0, (void)s1;
+#else
+  constexpr int kCols = CHUNKS * 8;
+  auto store = [&](int i) {
+    *reinterpret_cast<u32*>(r0 + col0 + 8 * i) = pack_bf16x2(fin[4 * i + 0] * s0, fin[4 * i + 1] * s0);
+    *reinterpret_cast<u32*>(r8 + col0 + 8 * i) = pack_bf16x2(fin[4 * i + 2] * s1, fin[4 * i + 3] * s1);
+  };
+#endif
+  constexpr int kStores = kCols / 8;  // 8 columns (a chunk of output) each
+  if (col0 + kCols <= out_cols) {
+#pragma unroll
+    for (int i = 0; i < kStores; ++i) store(i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kStores; ++i)
+      if (col0 + 8 * i < out_cols) store(i);
+  }
+}
 
 }  // namespace sm90f8
 
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
-// tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; tm_d: out
-// [rows, N_out] bf16 (GEMM 1: I, GEMM 2: H). counts / seg_off: the permute stage's (half
-// tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh). k_scale0: the
-// first A scale's column in tm_as (floats: K / 4, the codes' bytes; a multiple of 32).
-// row_scale: GEMM 2 only (null for GEMM 1).
+// tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; out: [rows,
+// out_cols] bf16 (GEMM 1: h, I columns; GEMM 2: y, H columns). counts / seg_off: the permute
+// stage's (half tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh).
+// n_per_expert: B rows an expert (GEMM 1: 2I, GEMM 2: H). k_scale0: the first A scale's column
+// in tm_as (floats: K / 4, the codes' bytes; a multiple of 32). row_scale: GEMM 2 only (null
+// for GEMM 1).
 extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     moe_sm90_fp8_gemm(const __grid_constant__ TensorMap tm_a, const __grid_constant__ TensorMap tm_as,
                       const __grid_constant__ TensorMap tm_b, const __grid_constant__ TensorMap tm_bs,
-                      const __grid_constant__ TensorMap tm_d, const int* __restrict__ tile_expert,
+                      u16* __restrict__ out, int out_cols, const int* __restrict__ tile_expert,
                       const int* __restrict__ counts, const i64* __restrict__ seg_off,
                       int* __restrict__ tile_counter, const int* __restrict__ num_tiles, int tile_bound,
                       const float* __restrict__ row_scale,
@@ -193,86 +209,66 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
   // The consumer loop is instantiated once per consumer, c a constant: the k-loop then holds
   // nothing that depends on threadIdx, so ptxas keeps the ring position and the wgmma
   // descriptors in uniform registers (UIADD3 between back-to-back QGMMAs) instead of
-  // rebuilding each descriptor in vector registers and moving it over (R2UR) per k32 step:
-  // GEMM 2's k-loop 150 -> 134 instructions. Twice the code, ~1.7 k instructions in all.
+  // rebuilding each descriptor in vector registers and moving it over (R2UR) per k32 step.
   auto consume = [&](auto consumer) {
     constexpr int c = decltype(consumer)::value;
     const int g = lane >> 2, t = lane & 3;
     const int r_local = warp * 16 + g;  // within the consumer's 64 (second: + 8)
-    const int r_tile = c * 64 + r_local;
-    Epilogue epi;
-#if GEMM_STAGE == 2
-    epi.row_scale = row_scale;
-#endif
-    // Stage 0's operand descriptors, barriers and A scales of this thread's rows, advanced per
-    // stage: no address is rebuilt in the k-loop. A full tile: this consumer's 64 rows of A x
-    // all 128 rows of B. A half tile of GEMM 2 (the tile's rows 64-127 are padding): the first
-    // 64 rows of A x this consumer's 64 rows of B (its column half), so both warpgroups work
-    // on it; GEMM 1's consumer 1 still passes over half tiles (its column half would be 32
-    // features: half a store box).
-    const u64 a_desc0 = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK);
+    // Stage 0's operand descriptors, barriers and scales, advanced per stage: no address is
+    // rebuilt in the k-loop. A full tile: this consumer's 64 rows of A x both column halves of
+    // B. A half tile: the first 64 rows of A x this consumer's column half.
+    const u64 a_desc_full = wgmma_desc_k128b(smem_u32(sm.a[0]) + c * 64 * BK);
+    const u64 a_desc_half = wgmma_desc_k128b(smem_u32(sm.a[0]));
     const u64 b_desc0 = wgmma_desc_k128b(smem_u32(sm.b[0]));
     const u32 full0 = smem_u32(&sm.full[0]), empty0 = smem_u32(&sm.empty[0]);
-    const u32 as_row = smem_u32(&sm.as[0][r_tile]), bs0 = smem_u32(sm.bs[0]);
-#if GEMM_STAGE == 2
-    const u64 a_desc_half = wgmma_desc_k128b(smem_u32(sm.a[0]));
-    const u64 b_desc_half = wgmma_desc_k128b(smem_u32(sm.b[0]) + c * 64 * BK);
-    const u32 as_row_half = smem_u32(&sm.as[0][r_local]);
-#endif
-    float fin[64], p[64], p1[64];
-    u32 boxes = 0;  // store boxes issued: buffers alternate across tiles too (GEMM 1 has one per tile)
+    const u32 as_full = smem_u32(&sm.as[0][c * 64 + r_local]), as_half = smem_u32(&sm.as[0][r_local]);
+    const u32 bs0 = smem_u32(sm.bs[0]);
+    float fin[128], p[64];
     u32 it = 0;
-    // One tile's k-loop into acc: N = 128 (a full tile: fin, p, p1) or 64 (a half tile's column
-    // half: arrays of its own, N / 2 floats each), from descriptors a_d / b_d and A scales at
-    // as_r. The half tile's sets are not fin's, p's and p1's first halves: with the two shapes
-    // of wgmma writing the same arrays, ptxas (NVRTC's PTX, 13.0) ran short of registers for the
-    // wgmma pipeline and serialized every QGMMA of the kernel (C7511), full tiles included.
-    auto k_loop = [&](auto n, u64 a_d, u64 b_d, u32 as_r, auto& acc, auto& q0, auto& q1) {
-      constexpr int N = decltype(n)::value;
+    // One tile's k-loop: GROUPS = 2 (a full tile: column halves 0 and 1 into fin[0 ..] and
+    // fin[64 ..]) or 1 (a half tile: column half `half0` into fin[0 ..]), A from descriptor a_d
+    // and A scales at as_r.
+    auto k_loop = [&](auto groups, u64 a_d, u32 as_r, int half0) {
+      constexpr int GROUPS = decltype(groups)::value;
 #pragma unroll
-      for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+      for (int i = 0; i < 64 * GROUPS; ++i) fin[i] = 0.f;
+      const u64 b_d = wgmma_desc_add(b_desc0, half0 * kHalfN * BK);
+      const u32 bs_r = bs0 + half0 * kHalfN * 4;
       // The ring position, advanced by a compare instead of a division by STAGES per k-block.
       u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-      // Two partial sets, q0 and q1, for even and odd k-blocks: block kb + 1's group is issued
-      // before block kb is promoted, so the tensor cores always hold this warpgroup's next group
-      // while it promotes (with one set, both warpgroups waited on the same stage and promoted
-      // at the same time, the tensor cores idle: ncu 49 % tensor-active at T = 8192).
-      auto issue = [&](float (&q)[N / 2]) {
+      for (int kb = 0; kb < k_blocks; ++kb) {
         mbar_wait(full0 + 8 * s, ph);
-        const BlockScales block_scales(as_r, bs0, s);
-        issue_block<N>(q, wgmma_desc_add(a_d, s * BM * BK), wgmma_desc_add(b_d, s * BN * BK));
-        const InFlight f{PromoteScales(block_scales), s};
+        // Scales read before the group is issued (volatile asm: kept ahead of the group's), so
+        // their latency has passed when the products are formed.
+        const u32 a_sc = as_r + s * (BM * 4), b_sc = bs_r + s * (BN * 4);
+        const float sa0 = ld_shared_f32(a_sc), sa1 = ld_shared_f32(a_sc + 8 * 4);
+        const float sb0 = ld_shared_f32(b_sc), sb1 = kOddChunkRow ? ld_shared_f32(b_sc + kOddChunkRow * 4) : sb0;
+        const u64 a_s = wgmma_desc_add(a_d, s * BM * BK), b_s = wgmma_desc_add(b_d, s * BN * BK);
+        issue_group(p, a_s, b_s);
+        const GroupScales first(sa0, sa1, sb0, sb1);
+        if constexpr (GROUPS == 2) {
+          // Column half 1: GEMM 2's next scale block (row 128 of the tile); GEMM 1's blocks are
+          // the same for both halves.
+          const float sc0 = GEMM_STAGE == 2 ? ld_shared_f32(b_sc + kHalfN * 4) : sb0;
+          wgmma_wait<0>();
+          promote<0>(fin, p, first);
+          issue_group(p, a_s, wgmma_desc_add(b_s, kHalfN * BK));
+          const GroupScales second(sa0, sa1, sc0, GEMM_STAGE == 2 ? sc0 : sb1);
+          wgmma_wait<0>();
+          // The stage back to the producer, then the promotion. The scales were read with
+          // generic loads; the proxy fence completes them before the release, so the producer's
+          // next TMA into the stage cannot overtake them whatever ptxas schedules
+          // (decode_gemm.cuh's A8 loop had exactly that race).
+          fence_proxy_async_smem();
+          if (lane == 0) mbar_arrive(empty0 + 8 * s);
+          promote<64>(fin, p, second);
+        } else {
+          wgmma_wait<0>();
+          fence_proxy_async_smem();
+          if (lane == 0) mbar_arrive(empty0 + 8 * s);
+          promote<0>(fin, p, first);
+        }
         if (++s == STAGES) s = 0, ph ^= 1u;
-        return f;
-      };
-      // Once q's group completed (the wgmma_wait before): its stage back to the producer, then
-      // the promotion. The stage's scales were read with generic loads; the proxy fence
-      // completes them before the release, so the producer's next TMA into the stage cannot
-      // overtake them whatever ptxas schedules (decode_gemm.cuh's A8 loop had exactly that race).
-      auto retire = [&](float (&q)[N / 2], const InFlight& f) {
-        fence_proxy_async_smem();
-        if (lane == 0) mbar_arrive(empty0 + 8 * f.stage);
-        promote<N>(acc, q, f.scales);
-      };
-      InFlight even = issue(q0);  // k_blocks >= 1 (K >= 128)
-      int kb = 0;
-      for (; kb + 2 < k_blocks; kb += 2) {
-        const InFlight odd = issue(q1);
-        wgmma_wait<1>();
-        retire(q0, even);
-        even = issue(q0);
-        wgmma_wait<1>();
-        retire(q1, odd);
-      }
-      if (kb + 1 < k_blocks) {  // an even number of blocks: the last pair
-        const InFlight odd = issue(q1);
-        wgmma_wait<1>();
-        retire(q0, even);
-        wgmma_wait<0>();
-        retire(q1, odd);
-      } else {
-        wgmma_wait<0>();
-        retire(q0, even);
       }
       it += k_blocks;
     };
@@ -281,47 +277,21 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       if (word == sm90::kNoMoreTiles) break;
       const auto [mt, nt] = sm90::tile_mn(sm90::word_tile(word), n_tiles);
       const bool half = sm90::word_half(word);
-#if GEMM_STAGE == 1
-      if (c == 1 && half) {
-        pass_stages(sm.full, sm.empty, it, k_blocks, lane);
-        sm90::half_tile_wait();
-        continue;
-      }
-      constexpr bool split = false;
-      k_loop(Constant<128>{}, a_desc0, b_desc0, as_row, fin, p, p1);
-#else
-      const bool split = half;
-      if (split) {
-        float h_acc[32], h_p[32], h_p1[32];
-        k_loop(Constant<64>{}, a_desc_half, b_desc_half, as_row_half, h_acc, h_p, h_p1);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) fin[i] = h_acc[i];  // the epilogue's box 0 reads fin[0 .. 31]
-      } else {
-        k_loop(Constant<128>{}, a_desc0, b_desc0, as_row, fin, p, p1);
-      }
+      const int rows = half ? 0 : c;  // which 64 rows of the tile
+      const i64 row = (i64)mt * BM + rows * 64 + r_local;
+      float s0 = 1.f, s1 = 1.f;
+#if GEMM_STAGE == 2
+      s0 = row_scale[row], s1 = row_scale[row + 8];  // read before the k-loop: its latency hides there
 #endif
-
-      // ---- epilogue: 64 x 64 bf16 boxes through swizzled smem, TMA store: all kBoxes of the
-      // consumer's rows, or on a split half tile the one box of its column half (rows 0-63).
-      const int rows = split ? 0 : c;  // which 64 rows of the tile
-      const int m_row0 = mt * BM + rows * 64;
-      epi.begin_tile(mt, rows, r_local);
-      // (nt passed in: C++17, which NVRTC compiles, cannot capture a structured binding.)
-      auto box = [&](int j, int col_j, int n_tile) {
-        sm90::store_box(epi, fin, j, col_j, reinterpret_cast<unsigned char*>(sm.d[c][boxes++ & 1]), &tm_d, n_tile,
-                        m_row0, c, r_local, g, t, tid);
-      };
-      if (split) {
-        box(0, c, nt);
+      constexpr int kTileCols = GEMM_STAGE == 1 ? BN / 2 : BN;  // output columns a tile (GEMM 1: features)
+      if (half) {
+        k_loop(Constant<1>{}, a_desc_half, as_half, c);
+        sm90f8::store_rows<16>(fin, out, row, nt * kTileCols + c * (kTileCols / 2), out_cols, t, s0, s1);
       } else {
-#pragma unroll
-        for (int j = 0; j < Epilogue::kBoxes; ++j) box(j, j, nt);
+        k_loop(Constant<2>{}, a_desc_full, as_full, 0);
+        sm90f8::store_rows<32>(fin, out, row, nt * kTileCols, out_cols, t, s0, s1);
       }
-#if GEMM_STAGE == 1
-      if (half) sm90::half_tile_done();
-#endif
     }
-    if (tid == 0) tma_store_wait_all<0>();  // smem must outlive the stores' reads
   };
   if (wg == 1) consume(Constant<0>{});
   else consume(Constant<1>{});

@@ -1,7 +1,7 @@
 // What the sm90 GEMM kernels share around their stage ring: the 1024-byte aligned view of
 // dynamic shared memory (the 128B-swizzle atom: TMA's pattern and the wgmma descriptors,
-// base offset 0, agree only on such a base), the full/empty mbarrier set-up, a word that
-// travels with a stage, and a consumer's pass over stages it has no work for.
+// base offset 0, agree only on such a base), the full/empty mbarrier set-up, and a word that
+// travels with a stage.
 #pragma once
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/wait.cuh"
@@ -37,18 +37,4 @@ template <int STAGES>
 __device__ __forceinline__ int stage_word(u64 (&full)[STAGES], const int (&word)[STAGES], u32 it) {
   mbar_wait(smem_u32(&full[it % STAGES]), (it / STAGES) & 1u);
   return word[it % STAGES];
-}
-
-// A consumer warp with nothing to compute for the next k_blocks stages (its rows of a tile are
-// padding: tile_words.cuh half_tile, in fp8_gemm.cuh) still takes part in the ring: it waits for each stage to land
-// and releases it, so empty[] sees the same arrivals. Waiting for the fill first matters: an
-// early release would count toward the stage's previous use. `it` (the stage counter, stage
-// it % STAGES, phase (it / STAGES) & 1) advances past them.
-template <int STAGES>
-__device__ __forceinline__ void pass_stages(u64 (&full)[STAGES], u64 (&empty)[STAGES], u32& it, int k_blocks,
-                                            int lane) {
-  for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-    mbar_wait(smem_u32(&full[it % STAGES]), (it / STAGES) & 1u);
-    if (lane == 0) mbar_arrive(smem_u32(&empty[it % STAGES]));
-  }
 }

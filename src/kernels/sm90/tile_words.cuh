@@ -22,10 +22,9 @@ struct TileMN {
 MOE_HD constexpr TileMN tile_mn(int t, int n_tiles) { return {t / n_tiles, t - t / n_tiles * n_tiles}; }
 
 // True when m-tile mt (of expert e, BM rows from the padded segment's start) holds at most 64
-// of the expert's rows: its second 64 rows are all padding. grouped_gemm.cuh then splits the
-// tile's columns between its two consumer warpgroups (both on the first 64 rows), and so
-// does fp8_gemm.cuh's GEMM 2; its GEMM 1's second consumer skips the tile (no wgmma, no
-// store). With ~256 rows an expert (Mistral-Small-4 at T = 8192) about one tile in five is
+// of the expert's rows: its second 64 rows are all padding. grouped_gemm.cuh and fp8_gemm.cuh
+// then split the tile's columns between their two consumer warpgroups (both on the first 64
+// rows). With ~256 rows an expert (Mistral-Small-4 at T = 8192) about one tile in five is
 // such a tile; at T = 2048 (~64 rows an expert) about half the routed experts' only tile is.
 template <int BM>
 MOE_HD inline bool half_tile(const int* __restrict__ counts, const tile_i64* __restrict__ seg_off, int e, int mt) {

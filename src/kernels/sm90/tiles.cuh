@@ -1,6 +1,6 @@
 // What the persistent sm90 GEMMs (grouped_gemm.cuh, fp8_gemm.cuh) share about output tiles:
-// the tile order and the epilogue (GEMM_STAGE 1: the gated activation, 2: the routing weight)
-// with its swizzled store boxes.
+// the tile order, and grouped_gemm.cuh's epilogue (GEMM_STAGE 1: the gated activation, 2: the
+// routing weight) with its swizzled store boxes.
 #pragma once
 #include "common/convert.cuh"
 #include "sm90/ptx/tma.cuh"
@@ -67,13 +67,6 @@ __device__ __forceinline__ void produce_tiles(u64 (&full)[STAGES], u64 (&empty)[
     mbar_arrive(smem_u32(&full[s]));
   }
 }
-
-// fp8_gemm.cuh's half tiles keep its two consumer warpgroups (256 threads) starting every tile
-// together: after passing over a half tile, consumer 1 waits (half_tile_wait) until consumer 0
-// has issued the tile's stores (half_tile_done), on a named barrier of its own.
-constexpr u32 kHalfTileBar = 4;
-__device__ __forceinline__ void half_tile_wait() { named_bar_sync(kHalfTileBar, 256); }
-__device__ __forceinline__ void half_tile_done() { named_bar_arrive(kHalfTileBar, 256); }
 
 // Byte offset, inside a 64 x 64 bf16 store box, of this thread's 4 bytes of n8-chunk q in row
 // r0 (row r0 + 8 is at + 8 * 128). Box layout as TMA SWIZZLE_128B reads it: row r at byte
