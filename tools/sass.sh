@@ -9,7 +9,7 @@
 # opcode histogram; --full prints the whole listing.
 #
 #   bash tools/sass.sh src/kernels/sm90/fp8_gemm.cuh -DGEMM_STAGE=1 -DACT=0 -DACT_ALPHA=1.0f \
-#        -DACT_LIMIT=7.0f -DSM90_FP8_SMEM_BYTES=204800
+#        -DACT_LIMIT=7.0f -DSM90_FP8_SMEM_BYTES=205824
 #
 # The defines are the KernelSpec's (src/backends/*/kernel_specs.cpp, or the cache's .json).
 set -euo pipefail

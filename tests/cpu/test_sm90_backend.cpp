@@ -139,9 +139,10 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
     decode_occupancy_is_pinned(c, et);
     decode_occupancy_is_pinned(c, portable::kMaxExperts + 8);
   }
-  // W8A8: the QGMMA GEMM pair, the quantizing gather and the h quantizer in two forms (scales in
-  // the rows for the decode GEMMs, tiled for the wide ones); below the crossover the QGMMA
-  // decode GEMMs (W8 and A8: 8, and 2 stream-K with 2 fixups): no permuted gather.
+  // W8A8: the QGMMA GEMM pair (its GEMM 1 quantizes h), the quantizing gather in two forms
+  // (scales in the rows for the decode GEMMs, tiled for the wide ones), the h quantizer of the
+  // decode GEMMs; below the crossover the QGMMA decode GEMMs (W8 and A8: 8, and 2 stream-K with
+  // 2 fixups): no permuted gather.
   MoeSpec a8 = s;
   a8.weight_format = WeightFormat::FP8_Block128;
   a8.activation_format = ActivationFormat::FP8_Group128;
@@ -158,8 +159,8 @@ TEST(Sm90Backend, KernelsFitTheDeviceAndExistOnlyForSm90a) {
             << d;
     }
   }
-  EXPECT_EQ(a8_sm90, 2 + 2 + 2 + 8 + 4);
-  EXPECT_EQ(a8_quant, 2);
+  EXPECT_EQ(a8_sm90, 2 + 2 + 1 + 8 + 4);
+  EXPECT_EQ(a8_quant, 1);
   EXPECT_EQ(a8_decode, 8 + 2);
 }
 

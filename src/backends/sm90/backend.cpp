@@ -37,7 +37,6 @@ class Sm90Gemms final : public portable::GemmPlugin {
     if (w8a8) {
       quantize_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, false));
       gather_tiled_ = &rt::load_kernel(device, gather_kernel(spec, GatherOrder::QuantFp8Tiled));
-      quantize_tiled_ = &rt::load_kernel(device, quantize_kernel(spec.intermediate, true));
     }
     gemm1_ = &rt::load_kernel(device, gemm_kernel(spec, 1));
     gemm2_ = &rt::load_kernel(device, gemm_kernel(spec, 2));
@@ -193,13 +192,12 @@ class Sm90Gemms final : public portable::GemmPlugin {
                     tile_bound, c.scale, n2, int(H), kb2);
   }
 
-  // FP8 x FP8 (fp8_gemm.cuh): x quantized by the gather into the gathered-x buffer, h quantized
-  // in place between the GEMMs; each row's codes in its bf16 row's first half, the scales of
+  // FP8 x FP8 (fp8_gemm.cuh): x quantized by the gather into the gathered-x buffer, h by GEMM 1's
+  // epilogue into the h buffer; each row's codes in its bf16 row's first half, the scales of
   // each 32 rows transposed in the second half of the first of them (sm90/quantize.cuh).
   void run_w8a8(const portable::PluginChunk& c) const {
     const uint64_t H = uint64_t(spec_.hidden), I = uint64_t(spec_.intermediate), rows = uint64_t(c.rows_bound);
     const int tile_bound = int(c.tile_bound);
-    const unsigned tb = unsigned(c.tile_bound), threads = unsigned(kGatherThreads);
     launch_gather(*gather_tiled_, c);
     // A operands: codes box {128 B, 128 rows} (swizzled); scales over the 32-row groups (a map
     // row: 32 bf16 rows of k values, 16 k floats), a tile's k-block a box {32 floats, 4 groups}
@@ -212,7 +210,7 @@ class Sm90Gemms final : public portable::GemmPlugin {
     };
     const CUtensorMap xq = codes_map(c.xg, H, "x codes"), xs = scales_map(c.xg, H, "x scales");
     const CUtensorMap hq = codes_map(c.h, I, "h codes"), hs = scales_map(c.h, I, "h scales");
-    // The epilogues store h and y from the accumulators (no store maps).
+    // The epilogues store h (its codes and scales) and y from the accumulators (no store maps).
     const int n1 = int(ceil_div(int64_t(2 * I), kBNW8A8)), n2 = int(ceil_div(int64_t(H), kBNW8A8));
     const int kb1 = int(H / 128), kb2 = int(I / 128);
     const unsigned smem = unsigned(kSmemBytesW8A8);
@@ -220,8 +218,6 @@ class Sm90Gemms final : public portable::GemmPlugin {
     rt::launch_with(*gemm1_, {grid(tile_bound, n1)}, {unsigned(kThreads)}, smem, c.stream, "gemm1", xq, xs,
                     w13_map_, w13_wide_scales_map_, c.h, int(I), c.tile_expert, c.counts, c.seg_off, counter(c, 0),
                     c.num_tiles, tile_bound, no_scale, n1, int(2 * I), kb1, int(H / 4));
-    rt::launch_with(*quantize_tiled_, {tb, kGatherSplit}, {threads}, 0, c.stream, "gemm2", c.h, c.counts,
-                    c.seg_off, c.num_tiles, c.tile_expert);
     rt::launch_with(*gemm2_, {grid(tile_bound, n2)}, {unsigned(kThreads)}, smem, c.stream, "gemm2", hq, hs,
                     w2_map_, w2_wide_scales_map_, c.y, int(H), c.tile_expert, c.counts, c.seg_off, counter(c, 1), c.num_tiles,
                     tile_bound, c.scale, n2, int(H), kb2, int(I / 4));
@@ -248,8 +244,8 @@ class Sm90Gemms final : public portable::GemmPlugin {
   int sm_count_ = 0;
   const rt::LoadedKernel *gather_ = nullptr, *gather_permuted_ = nullptr, *gemm1_ = nullptr, *gemm2_ = nullptr;
   const rt::LoadedKernel* quantize_ = nullptr;  // W8A8: h in place between the QGMMA GEMMs
-  // W8A8's wide path: the gather and the h quantizer that store the scales tiled (quantize.cuh).
-  const rt::LoadedKernel *gather_tiled_ = nullptr, *quantize_tiled_ = nullptr;
+  // W8A8's wide path: the gather that stores the scales tiled (quantize.cuh; GEMM 1 quantizes h).
+  const rt::LoadedKernel* gather_tiled_ = nullptr;
   const rt::LoadedKernel* decode_[std::size(kDecodeTiles)][2] = {};  // [kDecodeTiles index][gemm1, gemm2]
   const rt::LoadedKernel* stream_k_[2] = {};  // the 16-token tile's stream-K decode GEMMs
   const rt::LoadedKernel* fixup_[2] = {};     // and their fixups

@@ -150,10 +150,9 @@ std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec) {
   out.push_back(portable::combine_kernel(spec, DType::bf16, true));
   const Codes c = codes(spec);
   if (c == Codes::W8A8) {
-    for (bool tiled : {false, true}) {
-      out.push_back(gather_kernel(spec, tiled ? GatherOrder::QuantFp8Tiled : GatherOrder::QuantFp8));
-      out.push_back(quantize_kernel(spec.intermediate, tiled));
-    }
+    out.push_back(gather_kernel(spec, GatherOrder::QuantFp8));  // decode
+    out.push_back(gather_kernel(spec, GatherOrder::QuantFp8Tiled));  // wide
+    out.push_back(quantize_kernel(spec.intermediate, false));  // decode (the wide GEMM 1 quantizes h)
   } else {
     out.push_back(gather_kernel(spec));
   }

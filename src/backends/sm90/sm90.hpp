@@ -45,8 +45,9 @@ MoeSpec pipeline_spec(const MoeSpec& spec);
 constexpr int kSmemBytesW4 = 209920;
 // FP8 (W8): 3 x (16 + 16 + 1) KB stages (A, codes, scales) + 2 dequantized B tiles + boxes + barriers.
 constexpr int kSmemBytesW8 = 201728;
-// FP8 x FP8 (W8A8, fp8_gemm.cuh): 4 x (16 + 32 + 0.5 + 1) KB stages + barriers, + 1 KB align.
-constexpr int kSmemBytesW8A8 = 204800;
+// FP8 x FP8 (W8A8, fp8_gemm.cuh): 4 x (16 + 32 + 0.5 + 1) KB stages + barriers + 1 KB of amax
+// slots, + 1 KB align.
+constexpr int kSmemBytesW8A8 = 205824;
 constexpr int wide_smem_bytes(Codes c) {
   return c == Codes::W4 ? kSmemBytesW4 : c == Codes::W8 ? kSmemBytesW8 : c == Codes::W8A8 ? kSmemBytesW8A8 : kSmemBytes;
 }
@@ -111,8 +112,9 @@ rt::KernelSpec gemm_kernel(const MoeSpec& spec, int stage);
 enum class GatherOrder { Natural, PermutedK, QuantFp8, QuantFp8Tiled };
 rt::KernelSpec gather_kernel(const MoeSpec& spec, GatherOrder order = GatherOrder::Natural);
 // W8A8, sm90/quantize.cuh, in place on k-column rows: quantized to codes + scales (h between
-// the QGMMA GEMMs), the scales in the rows (decode) or per 32 rows (wide). Launched on a grid
-// (tile bound, kGatherSplit) of kGatherThreads.
+// the decode QGMMA GEMMs), the scales in the rows, or per 32 rows (the wide path's layout, which
+// its gather and GEMM 1 write; this mode of the kernel is left for the layout's bit-exact test).
+// Launched on a grid (tile bound, kGatherSplit) of kGatherThreads.
 rt::KernelSpec quantize_kernel(int64_t k, bool tiled_scales);
 // stream_k: the decode GEMM that cuts its (unit, k-block) tasks into equal ranges per CTA
 // (decode_gemm.cuh), for calls of at most kStreamKTokens tokens; decode_fixup_kernel adds up

@@ -2,8 +2,8 @@
 // FP8 weights with FP8 activations (MoeSpec::activation_format = fp8): the layer as the CPU
 // reference defines it, activations quantized in 1 x 128 groups before each GEMM.
 //
-//   GEMM_STAGE 1:  h[row, f] = act(gate, up)           A = x quantized by the gather (bf16 out [rows, I])
-//   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e]^T)   A = h quantized in place (bf16 out [rows, H])
+//   GEMM_STAGE 1:  h[row, f] = act(gate, up), quantized   A = x quantized by the gather
+//   GEMM_STAGE 2:  y[row, n] = scale[row] * (h[row] . W2[e]^T)   A = h, as GEMM 1 stored it (bf16 out [rows, H])
 //
 // Operands (K = H for GEMM 1, I for GEMM 2; K % 128 == 0):
 //   A  the row-major buffer that held the bf16 rows (row stride 2K bytes): row r's e4m3 codes
@@ -35,15 +35,20 @@
 //
 // Half tiles (tile_words.cuh: the tile's rows 64-127 are padding): both consumers on the first
 // 64 rows, each one column half (one group a k-block). Roles, persistence, tile order (claimed
-// in order): as grouped_gemm.cuh. The epilogue stores straight from the accumulators (bf16
-// pairs; GEMM 1's 256 interleaved rows give 128 features), no shared-memory boxes: the stages
-// use the shared memory the boxes had.
+// in order): as grouped_gemm.cuh. The epilogue stores straight from the accumulators, no
+// shared-memory boxes (the stages use the shared memory the boxes had): GEMM 2 bf16 pairs;
+// GEMM 1 quantizes h for GEMM 2 itself. Its tile's 256 interleaved rows give 128 features, one
+// 1 x 128 group of each row, so the group's amax is the quad's (a half tile's, two consumers':
+// exchanged through shared memory); the codes and scales land where sm90/quantize.cuh's
+// in-place pass put them (SCALES_TILED), bit for bit as that pass made them from the bf16 h
+// this epilogue stored before: no h quantizer kernel, h written once, in half the bytes.
 //
 // Defines: GEMM_STAGE, ACT, ACT_ALPHA, ACT_LIMIT (GEMM 1), SM90_FP8_SMEM_BYTES (the host's
 // launch size, checked), optional WAIT_LIMIT_NS (sm90/wait.cuh).
 #pragma once
 #include "common/convert.cuh"
 #include "common/grid_dependency.cuh"
+#include "sm90/fp8_group.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/warpgroup.cuh"
@@ -69,6 +74,8 @@ struct Smem {
   alignas(8) u64 full[STAGES];
   u64 empty[STAGES];
   int tile[STAGES];  // ring.cuh stage_word: the tile starting at this stage (tiles.cuh tile_word)
+  // GEMM 1's half tiles: each consumer's amax patterns of rows 0-63, by half-tile parity.
+  alignas(16) u32 amax[2][kConsumers][64];
 };
 constexpr unsigned kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 232448, "exceeds the sm_90 opt-in shared memory per block (227 KB)");
@@ -114,50 +121,88 @@ __device__ __forceinline__ void promote(float (&fin)[128], float (&p)[64], const
   }
 }
 
-// The epilogue, from the accumulators straight to global memory: CHUNKS n8 chunks of fin (32:
-// a full tile's 256 columns; 16: a column half), this thread's rows `row` and row + 8 of
-// out [rows, out_cols] bf16, from column (GEMM 1: feature) col0. GEMM 2: y = s * acc (s the
-// row's routing weight; 1 for shared experts, 0 for padding). GEMM 1: chunk pair (2j, 2j + 1)
-// holds gate and up of features 8j .. 8j + 7. A quad's 4 threads store 16 contiguous bytes of
-// a row. Columns at or past out_cols (a partial last n-tile) are not stored: checked per chunk
-// only when the tile reaches past them.
+#if GEMM_STAGE == 2
+// GEMM 2's epilogue, from the accumulators straight to global memory: CHUNKS n8 chunks of fin
+// (32: a full tile's 256 columns; 16: a column half), this thread's rows `row` and row + 8 of
+// y [rows, out_cols] bf16, from column col0: y = s * acc (s the row's routing weight; 1 for
+// shared experts, 0 for padding). A quad's 4 threads store 16 contiguous bytes of a row.
+// Columns at or past out_cols (a partial last n-tile) are not stored: checked per chunk only
+// when the tile reaches past them.
 template <int CHUNKS>
 __device__ __forceinline__ void store_rows(const float (&fin)[128], u16* __restrict__ out, i64 row, int col0,
                                            int out_cols, int t, float s0, float s1) {
   u16* r0 = out + row * out_cols + 2 * t;
   u16* r8 = r0 + 8 * (i64)out_cols;
-#if GEMM_STAGE == 1
-  constexpr int kCols = CHUNKS * 4;  // features: a chunk pair gives 8
-  auto store = [&](int j) {
-    const float* gate = &fin[8 * j];
-    const float* up = &fin[8 * j + 4];
-    *reinterpret_cast<u32*>(r0 + col0 + 8 * j) = pack_bf16x2(sm90::activate(gate[0], up[0]), sm90::activate(gate[1], up[1]));
-    *reinterpret_cast<u32*>(r8 + col0 + 8 * j) = pack_bf16x2(sm90::activate(gate[2], up[2]), sm90::activate(gate[3], up[3]));
-  };
-  (void)s0, (void)s1;
-#else
-  constexpr int kCols = CHUNKS * 8;
   auto store = [&](int i) {
     *reinterpret_cast<u32*>(r0 + col0 + 8 * i) = pack_bf16x2(fin[4 * i + 0] * s0, fin[4 * i + 1] * s0);
     *reinterpret_cast<u32*>(r8 + col0 + 8 * i) = pack_bf16x2(fin[4 * i + 2] * s1, fin[4 * i + 3] * s1);
   };
-#endif
-  constexpr int kStores = kCols / 8;  // 8 columns (a chunk of output) each
-  if (col0 + kCols <= out_cols) {
+  if (col0 + 8 * CHUNKS <= out_cols) {
 #pragma unroll
-    for (int i = 0; i < kStores; ++i) store(i);
+    for (int i = 0; i < CHUNKS; ++i) store(i);
   } else {
 #pragma unroll
-    for (int i = 0; i < kStores; ++i)
+    for (int i = 0; i < CHUNKS; ++i)
       if (col0 + 8 * i < out_cols) store(i);
   }
 }
+#else
+// GEMM 1's epilogue: h = act(gate, up) rounded to bf16 (what GEMM 2's A was quantized from
+// before), quantized in 1 x 128 groups (fp8_group.cuh) into h's rows as sm90/quantize.cuh lays
+// them out with SCALES_TILED: row r's codes in its first I bytes (row stride 2I), its scale of
+// group `group` (= nt) at float I/4 + 32 group + r % 32 of row r - r % 32. PAIRS chunk pairs of
+// fin: 16 (a full tile: the group's 128 features) or 8 (a column half: 64 features; the other
+// consumer holds the rest of the rows' group). Chunk pair (2j, 2j + 1) holds gate and up of
+// features 8j .. 8j + 7; this thread's are 8j + 2t, 8j + 2t + 1 of rows `row`, row + 8.
+// xchg (half tiles): this consumer's amax slots and the other's, for rows r_local, r_local + 8;
+// both consumers pass named barrier kAmaxBar between writing theirs and reading the other's.
+// store_scales: this consumer stores the rows' scales (a half tile's: consumer 0 only).
+constexpr u32 kAmaxBar = 1;
+template <int PAIRS>
+__device__ __forceinline__ void quantize_h(const float (&fin)[128], unsigned char* __restrict__ h, i64 row,
+                                           int feat0, int I, int group, int t, u32* xchg_mine,
+                                           const u32* xchg_other, int r_local, bool store_scales) {
+  u32 w[2][PAIRS];  // bf16 pairs of rows row (0) and row + 8 (1)
+#pragma unroll
+  for (int j = 0; j < PAIRS; ++j) {
+    const float* gate = &fin[8 * j];
+    const float* up = &fin[8 * j + 4];
+    w[0][j] = pack_bf16x2(sm90::activate(gate[0], up[0]), sm90::activate(gate[1], up[1]));
+    w[1][j] = pack_bf16x2(sm90::activate(gate[2], up[2]), sm90::activate(gate[3], up[3]));
+  }
+  u32 amax[2] = {sm90q::amax_bits(w[0]), sm90q::amax_bits(w[1])};
+#pragma unroll
+  for (int h8 = 0; h8 < 2; ++h8)
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) amax[h8] = max(amax[h8], __shfl_xor_sync(~0u, amax[h8], o));  // the quad
+  if (xchg_other) {
+    if (t == 0) xchg_mine[r_local] = amax[0], xchg_mine[r_local + 8] = amax[1];
+    named_bar_sync(kAmaxBar, 256);
+    amax[0] = max(amax[0], xchg_other[r_local]);
+    amax[1] = max(amax[1], xchg_other[r_local + 8]);
+  }
+#pragma unroll
+  for (int h8 = 0; h8 < 2; ++h8) {
+    const i64 r = row + 8 * h8;
+    const sm90q::GroupQuant q(amax[h8]);
+    float x[2 * PAIRS];
+#pragma unroll
+    for (int j = 0; j < PAIRS; ++j) x[2 * j] = bf16_to_f32(w[h8][j] & 0xFFFFu), x[2 * j + 1] = bf16_to_f32(w[h8][j] >> 16);
+    q.divide(x);
+    unsigned char* codes = h + r * 2 * (i64)I + feat0 + 2 * t;
+#pragma unroll
+    for (int j = 0; j < PAIRS; ++j) *reinterpret_cast<unsigned short*>(codes + 8 * j) = (unsigned short)q.codes2(x[2 * j], x[2 * j + 1]);
+    if (store_scales && t == 0)
+      reinterpret_cast<float*>(h + (r - r % 32) * 2 * (i64)I)[I / 4 + 32 * group + r % 32] = q.scale;
+  }
+}
+#endif
 
 }  // namespace sm90f8
 
 // grid = min(SMs, tile_bound * n_tiles) (persistent), block = 384, dynamic smem kSmemBytes.
 // tm_a / tm_as: A codes / scales (see above); tm_b / tm_bs: W codes / scales; out: [rows,
-// out_cols] bf16 (GEMM 1: h, I columns; GEMM 2: y, H columns). counts / seg_off: the permute
+// out_cols] bf16 (GEMM 1: h, I columns, written as its codes and scales; GEMM 2: y, H columns). counts / seg_off: the permute
 // stage's (half tiles). tile_counter: this GEMM's claim counter, 0 at launch (tiles.cuh).
 // n_per_expert: B rows an expert (GEMM 1: 2I, GEMM 2: H). k_scale0: the first A scale's column
 // in tm_as (floats: K / 4, the codes' bytes; a multiple of 32). row_scale: GEMM 2 only (null
@@ -225,6 +270,10 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     const u32 bs0 = smem_u32(sm.bs[0]);
     float fin[128], p[64];
     u32 it = 0;
+#if GEMM_STAGE == 1
+    unsigned char* const h_out = reinterpret_cast<unsigned char*>(out);  // codes and scales, not bf16
+    u32 half_tiles = 0;  // the amax exchange's buffer parity (both consumers see every half tile)
+#endif
     // One tile's k-loop: GROUPS = 2 (a full tile: column halves 0 and 1 into fin[0 ..] and
     // fin[64 ..]) or 1 (a half tile: column half `half0` into fin[0 ..]), A from descriptor a_d
     // and A scales at as_r.
@@ -279,17 +328,26 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
       const bool half = sm90::word_half(word);
       const int rows = half ? 0 : c;  // which 64 rows of the tile
       const i64 row = (i64)mt * BM + rows * 64 + r_local;
-      float s0 = 1.f, s1 = 1.f;
 #if GEMM_STAGE == 2
-      s0 = row_scale[row], s1 = row_scale[row + 8];  // read before the k-loop: its latency hides there
+      const float s0 = row_scale[row], s1 = row_scale[row + 8];  // read before the k-loop: its latency hides there
 #endif
       constexpr int kTileCols = GEMM_STAGE == 1 ? BN / 2 : BN;  // output columns a tile (GEMM 1: features)
       if (half) {
         k_loop(Constant<1>{}, a_desc_half, as_half, c);
+#if GEMM_STAGE == 1
+        u32(&xchg)[kConsumers][64] = sm.amax[half_tiles++ & 1];
+        sm90f8::quantize_h<8>(fin, h_out, row, nt * kTileCols + c * (kTileCols / 2), out_cols, nt, t, xchg[c],
+                              xchg[1 - c], r_local, c == 0);
+#else
         sm90f8::store_rows<16>(fin, out, row, nt * kTileCols + c * (kTileCols / 2), out_cols, t, s0, s1);
+#endif
       } else {
         k_loop(Constant<2>{}, a_desc_full, as_full, 0);
+#if GEMM_STAGE == 1
+        sm90f8::quantize_h<16>(fin, h_out, row, nt * kTileCols, out_cols, nt, t, nullptr, nullptr, r_local, true);
+#else
         sm90f8::store_rows<32>(fin, out, row, nt * kTileCols, out_cols, t, s0, s1);
+#endif
       }
     }
   };

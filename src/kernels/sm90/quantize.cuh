@@ -33,9 +33,8 @@
 //
 // Defines: QUANT_K (K, a multiple of 128), SCALES_TILED (0 or 1).
 #pragma once
-#include "common/convert.cuh"
-#include "common/div_by_reciprocal.cuh"
 #include "common/grid_dependency.cuh"
+#include "sm90/fp8_group.cuh"
 #include "sm90/ptx/e4m3.cuh"
 
 #if (QUANT_K % 128) != 0
@@ -45,13 +44,6 @@
 namespace sm90q {
 
 constexpr int kSteps = (QUANT_K + 255) / 256, kBatch = 4;
-
-// Two f32 -> e4m3x2 (RNE, saturating to +-448, NaN kept): lo in bits 0-7.
-__device__ __forceinline__ u32 e4m3x2(float lo, float hi) {
-  u32 r;
-  asm("{\n.reg .b16 t;\ncvt.rn.satfinite.e4m3x2.f32 t, %2, %1;\ncvt.u32.u16 %0, t;\n}" : "=r"(r) : "f"(lo), "f"(hi));
-  return r;
-}
 
 // Where a row's scales go: group g at at[g * stride] (see the layouts above).
 struct ScaleSlots {
@@ -102,41 +94,24 @@ __device__ __forceinline__ RowScales quantize_row(const u16* src, StoreCodes&& s
     for (int i = 0; i < kBatch; ++i) {
       if (b0 + i >= kSteps) break;
       const u32 w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-      // The group's amax, and whether it holds a NaN or an Inf, from the bf16 bits: |x|'s
-      // 16-bit patterns order as |x| does, and NaN / Inf are the patterns from 0x7F80 up.
-      u32 m = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) m = __vmaxu2(m, w[j] & 0x7FFF7FFFu);
-      u32 amax_bits = max(m & 0xFFFFu, m >> 16);
+      u32 amax = amax_bits(w);
 #pragma unroll
       for (int o = 8; o > 0; o >>= 1)  // within the 16 lanes of the group
-        amax_bits = max(amax_bits, __shfl_xor_sync(~0u, amax_bits, o));
-      const bool bad = amax_bits >= 0x7F80u;
-      float scale = __uint_as_float(amax_bits << 16) / 448.0f;
-      if (!(scale > 0.0f)) scale = 1.0f;
-      if (bad) scale = __int_as_float(0x7FC00000);
-      scales[b0 + i] = scale;
+        amax = max(amax, __shfl_xor_sync(~0u, amax, o));
+      const GroupQuant q(amax);
+      scales[b0 + i] = q.scale;
       float x[8];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         x[2 * j] = bf16_to_f32(w[j] & 0xFFFFu);
         x[2 * j + 1] = bf16_to_f32(w[j] >> 16);
       }
-      // x / scale as the reference divides: by the reciprocal, computed once a group
-      // (common/div_by_reciprocal.cuh), down to its guard; below it (amax < ~2^-51) divided.
-      if (scale >= moe_div::kMinDivisor) {
-        const float inv = __frcp_rn(scale);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) x[j] = moe_div::div_rn_by(x[j], scale, inv);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) x[j] = x[j] / scale;
-      }
+      q.divide(x);
       const int col = (b0 + i) * 256 + lane * 8;
       if (col < QUANT_K) {
         uint2 c;
-        c.x = bad ? 0x7F7F7F7Fu : e4m3x2(x[0], x[1]) | e4m3x2(x[2], x[3]) << 16;
-        c.y = bad ? 0x7F7F7F7Fu : e4m3x2(x[4], x[5]) | e4m3x2(x[6], x[7]) << 16;
+        c.x = q.codes4(x[0], x[1], x[2], x[3]);
+        c.y = q.codes4(x[4], x[5], x[6], x[7]);
         store_codes(col, c);
       }
     }
