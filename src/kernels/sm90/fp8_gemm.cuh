@@ -34,7 +34,8 @@
 // within a warpgroup; at 256 columns two sets would need 256 registers.)
 //
 // Half tiles (tile_words.cuh: the tile's rows 64-127 are padding): both consumers on the first
-// 64 rows, each one column half (one group a k-block). Roles, persistence, tile order (claimed
+// 64 rows, each one column half: one group a k-block, into two partial sets by turns (p and the
+// accumulators' idle second half), so a consumer's next group runs while it promotes. Roles, persistence, tile order (claimed
 // in order): as grouped_gemm.cuh. The epilogue stores straight from the accumulators, no
 // shared-memory boxes (the stages use the shared memory the boxes had): GEMM 2 bf16 pairs;
 // GEMM 1 quantizes h for GEMM 2 itself. Its tile's 256 interleaved rows give 128 features, one
@@ -274,50 +275,93 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
     unsigned char* const h_out = reinterpret_cast<unsigned char*>(out);  // codes and scales, not bf16
     u32 half_tiles = 0;  // the amax exchange's buffer parity (both consumers see every half tile)
 #endif
-    // One tile's k-loop: GROUPS = 2 (a full tile: column halves 0 and 1 into fin[0 ..] and
-    // fin[64 ..]) or 1 (a half tile: column half `half0` into fin[0 ..]), A from descriptor a_d
-    // and A scales at as_r.
-    auto k_loop = [&](auto groups, u64 a_d, u32 as_r, int half0) {
-      constexpr int GROUPS = decltype(groups)::value;
+    // A full tile's k-loop: column halves 0 and 1 into fin[0 ..] and fin[64 ..], each k-block
+    // two groups into the one partial set p (group, wait, promote, next group).
+    auto k_loop = [&]() {
 #pragma unroll
-      for (int i = 0; i < 64 * GROUPS; ++i) fin[i] = 0.f;
-      const u64 b_d = wgmma_desc_add(b_desc0, half0 * kHalfN * BK);
-      const u32 bs_r = bs0 + half0 * kHalfN * 4;
+      for (int i = 0; i < 128; ++i) fin[i] = 0.f;
       // The ring position, advanced by a compare instead of a division by STAGES per k-block.
       u32 s = it % STAGES, ph = (it / STAGES) & 1u;
       for (int kb = 0; kb < k_blocks; ++kb) {
         mbar_wait(full0 + 8 * s, ph);
         // Scales read before the group is issued (volatile asm: kept ahead of the group's), so
         // their latency has passed when the products are formed.
+        const u32 a_sc = as_full + s * (BM * 4), b_sc = bs0 + s * (BN * 4);
+        const float sa0 = ld_shared_f32(a_sc), sa1 = ld_shared_f32(a_sc + 8 * 4);
+        const float sb0 = ld_shared_f32(b_sc), sb1 = kOddChunkRow ? ld_shared_f32(b_sc + kOddChunkRow * 4) : sb0;
+        const u64 a_s = wgmma_desc_add(a_desc_full, s * BM * BK), b_s = wgmma_desc_add(b_desc0, s * BN * BK);
+        issue_group(p, a_s, b_s);
+        const GroupScales first(sa0, sa1, sb0, sb1);
+        // Column half 1: GEMM 2's next scale block (row 128 of the tile); GEMM 1's blocks are
+        // the same for both halves.
+        const float sc0 = GEMM_STAGE == 2 ? ld_shared_f32(b_sc + kHalfN * 4) : sb0;
+        wgmma_wait<0>();
+        promote<0>(fin, p, first);
+        issue_group(p, a_s, wgmma_desc_add(b_s, kHalfN * BK));
+        const GroupScales second(sa0, sa1, sc0, GEMM_STAGE == 2 ? sc0 : sb1);
+        wgmma_wait<0>();
+        // The stage back to the producer, then the promotion. The scales were read with
+        // generic loads; the proxy fence completes them before the release, so the producer's
+        // next TMA into the stage cannot overtake them whatever ptxas schedules
+        // (decode_gemm.cuh's A8 loop had exactly that race).
+        fence_proxy_async_smem();
+        if (lane == 0) mbar_arrive(empty0 + 8 * s);
+        promote<64>(fin, p, second);
+        if (++s == STAGES) s = 0, ph ^= 1u;
+      }
+      it += k_blocks;
+    };
+    // A half tile's k-loop (column half half0 into fin[0 ..]): one group a k-block, so two
+    // partial sets alternate, p and fin's second half (idle on half tiles): block kb + 1's group
+    // is issued before block kb is promoted, and the tensor cores hold this warpgroup's next
+    // group while it promotes (with one set each consumer waits on its own group every k-block).
+    auto half_loop = [&](u64 a_d, u32 as_r, int half0) {
+      float(&q)[64] = *reinterpret_cast<float(*)[64]>(&fin[64]);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) fin[i] = 0.f;
+      const u64 b_d = wgmma_desc_add(b_desc0, half0 * kHalfN * BK);
+      const u32 bs_r = bs0 + half0 * kHalfN * 4;
+      u32 s = it % STAGES, ph = (it / STAGES) & 1u;
+      struct InFlight {
+        GroupScales scales;
+        u32 stage;
+      };
+      auto issue = [&](float(&acc)[64]) {
+        mbar_wait(full0 + 8 * s, ph);
         const u32 a_sc = as_r + s * (BM * 4), b_sc = bs_r + s * (BN * 4);
         const float sa0 = ld_shared_f32(a_sc), sa1 = ld_shared_f32(a_sc + 8 * 4);
         const float sb0 = ld_shared_f32(b_sc), sb1 = kOddChunkRow ? ld_shared_f32(b_sc + kOddChunkRow * 4) : sb0;
-        const u64 a_s = wgmma_desc_add(a_d, s * BM * BK), b_s = wgmma_desc_add(b_d, s * BN * BK);
-        issue_group(p, a_s, b_s);
-        const GroupScales first(sa0, sa1, sb0, sb1);
-        if constexpr (GROUPS == 2) {
-          // Column half 1: GEMM 2's next scale block (row 128 of the tile); GEMM 1's blocks are
-          // the same for both halves.
-          const float sc0 = GEMM_STAGE == 2 ? ld_shared_f32(b_sc + kHalfN * 4) : sb0;
-          wgmma_wait<0>();
-          promote<0>(fin, p, first);
-          issue_group(p, a_s, wgmma_desc_add(b_s, kHalfN * BK));
-          const GroupScales second(sa0, sa1, sc0, GEMM_STAGE == 2 ? sc0 : sb1);
-          wgmma_wait<0>();
-          // The stage back to the producer, then the promotion. The scales were read with
-          // generic loads; the proxy fence completes them before the release, so the producer's
-          // next TMA into the stage cannot overtake them whatever ptxas schedules
-          // (decode_gemm.cuh's A8 loop had exactly that race).
-          fence_proxy_async_smem();
-          if (lane == 0) mbar_arrive(empty0 + 8 * s);
-          promote<64>(fin, p, second);
-        } else {
-          wgmma_wait<0>();
-          fence_proxy_async_smem();
-          if (lane == 0) mbar_arrive(empty0 + 8 * s);
-          promote<0>(fin, p, first);
-        }
+        issue_group(acc, wgmma_desc_add(a_d, s * BM * BK), wgmma_desc_add(b_d, s * BN * BK));
+        const InFlight f{GroupScales(sa0, sa1, sb0, sb1), s};
         if (++s == STAGES) s = 0, ph ^= 1u;
+        return f;
+      };
+      // Once acc's group completed (the wgmma_wait before): its stage back (after the proxy
+      // fence, as in k_loop), then the promotion.
+      auto retire = [&](float(&acc)[64], const InFlight& f) {
+        fence_proxy_async_smem();
+        if (lane == 0) mbar_arrive(empty0 + 8 * f.stage);
+        promote<0>(fin, acc, f.scales);
+      };
+      InFlight even = issue(p);  // k_blocks >= 1
+      int kb = 0;
+      for (; kb + 2 < k_blocks; kb += 2) {
+        const InFlight odd = issue(q);
+        wgmma_wait<1>();
+        retire(p, even);
+        even = issue(p);
+        wgmma_wait<1>();
+        retire(q, odd);
+      }
+      if (kb + 1 < k_blocks) {  // an even number of blocks: the last pair
+        const InFlight odd = issue(q);
+        wgmma_wait<1>();
+        retire(p, even);
+        wgmma_wait<0>();
+        retire(q, odd);
+      } else {
+        wgmma_wait<0>();
+        retire(p, even);
       }
       it += k_blocks;
     };
@@ -333,7 +377,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
 #endif
       constexpr int kTileCols = GEMM_STAGE == 1 ? BN / 2 : BN;  // output columns a tile (GEMM 1: features)
       if (half) {
-        k_loop(Constant<1>{}, a_desc_half, as_half, c);
+        half_loop(a_desc_half, as_half, c);
 #if GEMM_STAGE == 1
         u32(&xchg)[kConsumers][64] = sm.amax[half_tiles++ & 1];
         sm90f8::quantize_h<8>(fin, h_out, row, nt * kTileCols + c * (kTileCols / 2), out_cols, nt, t, xchg[c],
@@ -342,7 +386,7 @@ extern "C" __global__ void __launch_bounds__(sm90f8::kThreads, 1)
         sm90f8::store_rows<16>(fin, out, row, nt * kTileCols + c * (kTileCols / 2), out_cols, t, s0, s1);
 #endif
       } else {
-        k_loop(Constant<2>{}, a_desc_full, as_full, 0);
+        k_loop();
 #if GEMM_STAGE == 1
         sm90f8::quantize_h<16>(fin, h_out, row, nt * kTileCols, out_cols, nt, t, nullptr, nullptr, r_local, true);
 #else
