@@ -412,7 +412,8 @@ TEST(Sm90Backend, StreamKPiecesCoverEveryTaskOnceInOrder) {
 
 // The W4A16 dequantization arithmetic, exhaustively: every e2m1 code in every position of a
 // word lands as a bf16 that is exactly code * 2^-126 (bf16 subnormals included), every finite
-// e4m3 scale times 2^118 is an exact, finite bf16, and their product (what mul.rn.bf16x2
+// e4m3 scale's magnitude times 2^118 is an exact, finite bf16 from its scale byte
+// (w4::scale_byte, w4::scale_pair), and their product (what mul.rn.bf16x2
 // computes) is exactly representable, so the kernel's dequantized weight is
 // code * scale * 2^-8 with no rounding; the epilogue's 2^8 undoes the offset.
 double bf16_value(unsigned bits16) {
@@ -453,21 +454,60 @@ TEST(Sm90Backend, W4PackWordIsABitPermutation) {
   EXPECT_EQ(seen, 0xFFFFFFFFu);
 }
 
-// The prepare hook packs every word of an NVFP4 matrix's codes and refuses other formats.
-TEST(Sm90Backend, PackW4CodesPacksEveryWord) {
+// What a W4 kernel multiplies for element (n, c) of a packed matrix, as a double: its code's
+// bf16 bits (pair_bits on the packed word) times its scale's (scale_pair), times the
+// epilogue's 2^8. The bf16 product is exact (W4DequantIsExact), so the GPU computes the same.
+double w4_kernel_value(const portable::PreparedMatrix& m, int64_t n, int64_t c) {
+  uint32_t w;
+  std::memcpy(&w, m.data.data() + n * m.kp / 2 + (c / 8) * 4, 4);
+  const int i = int(c % 8), J = i % 4;
+  const unsigned pair = J == 0 ? w4::pair_bits<0>(w) : J == 1 ? w4::pair_bits<1>(w) : J == 2 ? w4::pair_bits<2>(w)
+                                                                                              : w4::pair_bits<3>(w);
+  const unsigned code = i < 4 ? pair & 0xFFFF : pair >> 16;
+  const unsigned scale = w4::scale_pair(m.scales[size_t(((c / 32) * m.rows + n) * 2 + (c % 32) / 16)]) & 0xFFFF;
+  return std::ldexp(bf16_value(code) * bf16_value(scale), w4::kEpilogueExp);
+}
+
+// The prepare hook: every element of a matrix whose groups take every e4m3 scale (negative,
+// zero, -0, subnormal, NaN) and random codes dequantizes in the kernels' arithmetic to the
+// reference's code * scale, bit for bit (the sign of zero and NaN included); other formats
+// and mismatched sizes are refused.
+TEST(Sm90Backend, PackW4KeepsEveryValue) {
   portable::PreparedMatrix m;
   m.format = WeightFormat::NVFP4;
-  for (unsigned i = 0; i < 64; ++i) m.data.push_back(uint8_t(i * 37 + 11));
-  const std::vector<uint8_t> before = m.data;
-  sm90::pack_w4_codes(m);
-  for (size_t i = 0; i < before.size(); i += 4) {
-    uint32_t w, p;
-    std::memcpy(&w, before.data() + i, 4);
-    std::memcpy(&p, m.data.data() + i, 4);
-    EXPECT_EQ(p, w4::pack_word(w)) << i;
-  }
-  m.format = WeightFormat::FP8_Block128;
-  EXPECT_THROW(sm90::pack_w4_codes(m), InternalError);
+  m.rows = 16;
+  m.cols = m.kp = 512;  // 16 rows x 32 groups = 512 groups: each scale byte twice
+  std::mt19937 rng(7);
+  m.data.resize(size_t(m.rows * m.kp / 2));
+  for (uint8_t& b : m.data) b = uint8_t(rng());
+  m.scales.resize(size_t(m.rows * m.kp / 16));
+  for (size_t i = 0; i < m.scales.size(); ++i) m.scales[i] = uint8_t(i * 167);  // 167 odd: every byte
+  const portable::PreparedMatrix ref = m;
+  sm90::pack_w4(m);
+  int checked_nan = 0, checked_zero = 0;
+  for (int64_t n = 0; n < m.rows; ++n)
+    for (int64_t c = 0; c < m.cols; ++c) {
+      const uint8_t byte = ref.data[size_t(n * ref.kp / 2 + c / 2)];
+      const double code = formats::e2m1_to_float(c % 2 ? byte >> 4 : byte & 0xF);
+      const double scale = formats::e4m3_to_float(ref.scales[size_t(((c / 32) * ref.rows + n) * 2 + (c % 32) / 16)]);
+      const double want = code * scale, got = w4_kernel_value(m, n, c);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << n << " " << c;
+        ++checked_nan;
+        continue;
+      }
+      checked_zero += want == 0;
+      ASSERT_EQ(got, want) << n << " " << c << " scale " << scale;
+      ASSERT_EQ(std::signbit(got), std::signbit(want)) << n << " " << c << " scale " << scale;
+    }
+  EXPECT_GT(checked_nan, 0);
+  EXPECT_GT(checked_zero, 0);
+  portable::PreparedMatrix bad = ref;
+  bad.scales.pop_back();
+  EXPECT_THROW(sm90::pack_w4(bad), InternalError);
+  bad = ref;
+  bad.format = WeightFormat::FP8_Block128;
+  EXPECT_THROW(sm90::pack_w4(bad), InternalError);
 }
 
 TEST(Sm90Backend, W4DequantIsExact) {
@@ -478,10 +518,22 @@ TEST(Sm90Backend, W4DequantIsExact) {
       check_pair<2>(a, b);
       check_pair<3>(a, b);
     }
+  // The scale byte of every e4m3 scale: its bf16 (scale_pair, both halves) is |scale| * 2^118
+  // (NaN for NaN); sign and zero are the codes' (PackW4KeepsEveryValue).
   for (unsigned s = 0; s < 256; ++s) {
-    const double scale = formats::e4m3_to_float(uint8_t(s));
-    if (std::isnan(scale)) continue;
-    const double scaled = std::ldexp(scale, w4::kScaleExp);
+    const double scale = std::fabs(formats::e4m3_to_float(uint8_t(s)));
+    const w4::ScaleByte b = w4::scale_byte(uint8_t(s));
+    const unsigned pair = w4::scale_pair(b.byte);
+    ASSERT_EQ(pair >> 16, pair & 0xFFFF) << s;
+    EXPECT_EQ(b.negate, s >= 0x80 && (s & 0x7F) != 0x7F) << s;
+    EXPECT_EQ(b.zero, scale == 0) << s;
+    if (std::isnan(scale)) {
+      EXPECT_TRUE(std::isnan(bf16_value(pair))) << s;
+      continue;
+    }
+    if (scale == 0) continue;
+    const double scaled = bf16_value(pair);
+    ASSERT_EQ(scaled, std::ldexp(scale, w4::kScaleExp)) << "scale byte " << s;
     ASSERT_TRUE(fits_bf16(scaled)) << "scale byte " << s;
     for (unsigned c = 0; c < 16; ++c) {
       const double code = formats::e2m1_to_float(c);

@@ -283,8 +283,8 @@ class Sm90Backend final : public Backend {
     spec.validate();
     if (std::string r = spec_unsupported(spec); !r.empty()) throw Unsupported("sm90: " + r);
     if (!weights) throw InvalidArgument("weights", "null weight source");
-    // NVFP4 codes are uploaded in the W4 kernels' own bit layout (w4_layout.cpp).
-    const portable::PrepareHook repack = codes(spec) == Codes::W4 ? portable::PrepareHook(pack_w4_codes) : nullptr;
+    // NVFP4 codes and scales are uploaded in the W4 kernels' own layout (w4_layout.cpp).
+    const portable::PrepareHook repack = codes(spec) == Codes::W4 ? portable::PrepareHook(pack_w4) : nullptr;
     return portable::make_layer(
         spec, *weights, device,
         [&](const portable::LayerWeights& w) { return std::make_unique<Sm90Gemms>(spec, device, w); }, repack);

@@ -152,10 +152,12 @@ inline constexpr int kDecodeTiles[] = {16, 32, 64, 128};
 std::vector<rt::KernelSpec> own_kernels(const MoeSpec& spec);
 std::vector<rt::KernelSpec> all_kernels(const MoeSpec& spec);
 
-// ---- NVFP4 code layout (w4_layout.cpp) ----
-// Rewrites an NVFP4 prepared matrix's codes into the layout the sm90 W4 kernels read
-// (w4::pack_word on every 32-bit word): the layer's PrepareHook for NVFP4 weights.
-void pack_w4_codes(portable::PreparedMatrix& m);
+// ---- NVFP4 layout (w4_layout.cpp) ----
+// Rewrites an NVFP4 prepared matrix into the layout the sm90 W4 kernels read (w4::pack_word
+// on every 32-bit word of codes, w4::scale_byte for every scale, its sign and zero moved into
+// the codes): the layer's PrepareHook for NVFP4 weights. The values it dequantizes to are
+// unchanged, bit for bit.
+void pack_w4(portable::PreparedMatrix& m);
 
 // ---- planner (plan.cpp) ----
 // Which GEMM pair runs a chunk of `tokens` tokens: the decode (weight-streaming, token tile

@@ -40,7 +40,7 @@
 // NVFP4 weights (W4 = 1, W4A16): a stage covers 256 of K: 128 rows x 128 bytes of e2m1
 // codes (full 128-byte lines: 32-byte row pieces halved the DRAM rate, H200 95a6c03), TMA
 // 128B-swizzled so the 8 rows a warp reads at once fall in distinct banks, plus their
-// 8 x 256 bytes of e4m3 scales (a 3-D box: 128 rows x 2 groups, 8 k tiles) and 4 token boxes
+// 8 x 256 bytes of scale bytes (w4_format.cuh; a 3-D box: 128 rows x 2 groups, 8 k tiles) and 4 token boxes
 // of 64 columns. Per 64-column sub-block each consumer thread reads its 16 codes of rows r
 // and r + 8 (two 64-bit shared loads), dequantizes them into wgmma A fragments
 // (sm90/w4a16.cuh: K permuted inside 64-column blocks, the activations stored in the same
@@ -417,8 +417,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
         const uint2 wa = *reinterpret_cast<const uint2*>(&sm.w[s][ra * 128 + chunk + half]);
         const uint2 wb = *reinterpret_cast<const uint2*>(&sm.w[s][(ra + 8) * 128 + chunk + half]);
         const unsigned char* sc = &sm.s[s][(2 * j + (t >> 1)) * WM * 2 + (t & 1)];
-        const u32 sab = w4::scales_bf16x2(u32(sc[ra * 2]) | u32(sc[(ra + 8) * 2]) << 8);
-        w4::dequant_block(wa, wb, w4::dup_lo(sab), w4::dup_hi(sab), aj);
+        w4::dequant_block(wa, wb, w4::scale_pair(sc[ra * 2]), w4::scale_pair(sc[(ra + 8) * 2]), aj);
 #else
         const int chunk = ((4 * j + t) ^ g) << 4;
         const float* scale = reinterpret_cast<const float*>(sm.s[s]);  // one per row and stage

@@ -43,9 +43,9 @@
 // d[8p + 4 + k]. One N tile of 256 prepared rows gives 128 outputs (two store boxes).
 //
 // NVFP4 weights (W4 = 1): TMA brings the stage's 256 rows x 64 K of e2m1 codes (8 KB) and
-// their e4m3 scales instead of a bf16 B tile; the two consumer warpgroups dequantize it into
-// the same 128B-swizzled bf16 B tile the bf16 path loads (each its half of the rows, exact:
-// sm90/w4a16.cuh), meet at a named barrier, and run the unchanged wgmma loop. The next
+// their scale bytes (w4_format.cuh) instead of a bf16 B tile; the two consumer warpgroups
+// dequantize it into the same 128B-swizzled bf16 B tile the bf16 path loads (each its half of
+// the rows, exact: sm90/w4a16.cuh), meet at a named barrier, and run the unchanged wgmma loop. The next
 // k-block is dequantized while this one's wgmma group runs, so the tensor pipe is not idle
 // during dequantization. 3 stages (57 KB each). The expert's global scale (x 2^8) multiplies
 // the accumulators before the epilogue. A is read in natural K order (no W4 permutation: that
@@ -142,7 +142,7 @@ __device__ __forceinline__ void dequant_b(Smem& sm, u32 s, int c, int tid) {
     const int row = c * 128 + (tid >> 3) + 16 * k;
     const u32 w = *reinterpret_cast<const u32*>(&sm.codes[s][row * 32 + q * 4]);
     const u32 sb = sm.scales[s][c * 512 + (grp >> 1) * 256 + (row & 127) * 2 + (grp & 1)];
-    const u32 sc = w4::dup_lo(w4::scales_bf16x2(sb));
+    const u32 sc = w4::scale_pair(sb);
     // pair_bits<J>: codes (J, J + 4); B wants them in order: (0,1) (2,3) (4,5) (6,7).
     const u32 p0 = w4::mul_bf16x2(w4::pair_bits<0>(w), sc), p1 = w4::mul_bf16x2(w4::pair_bits<1>(w), sc);
     const u32 p2 = w4::mul_bf16x2(w4::pair_bits<2>(w), sc), p3 = w4::mul_bf16x2(w4::pair_bits<3>(w), sc);

@@ -60,4 +60,36 @@ MOE_HD constexpr unsigned pair_bits(unsigned w) {
 // dequantized product is code * scale * 2^-8, undone by the epilogue's 2^8.
 constexpr int kCodeExp = -126, kScaleExp = 118, kEpilogueExp = -(kCodeExp + kScaleExp);
 
+// The scales are stored in a byte of the backend's own (scale_byte, at prepare time) whose
+// bf16 x 2^118 is two integer operations away, where e4m3 needed a conversion to f16, two to
+// f32, two multiplies and a pack (11 of a decode sub-block's ~87 instructions with the loads
+// and the duplication into both halves; the kernels are issue-bound on dequantization). Every
+// e4m3 magnitude, subnormals included, is a normal number 2^e * 1.mmm with e in [-9, 8]: the
+// byte is (e + 9) << 3 | mmm, an unsigned E5M3 without subnormals, and
+//   bf16 bits of (byte's value * 2^118) = (byte << 4) + (236 << 7)
+// (mantissa to bits 4..6, e + 9 to the exponent field, biased there by 127 + 118 - 9 = 236).
+// What the byte cannot hold is moved into the group's 16 codes, exactly: a negative scale
+// flips their signs (e2m1 signs are bits; -0 stays the -0 the product gives), a zero scale
+// clears their magnitudes (keeping the product's sign of zero; the byte then holds any
+// positive value), and a NaN scale (e4m3 S.1111.111) gets the byte whose bf16 is NaN.
+constexpr unsigned kScaleBias = 236u << 7;
+constexpr unsigned char kScaleByteNaN = 0x9C;  // (0x9C << 4) + kScaleBias = 0x7FC0, a bf16 NaN
+struct ScaleByte {
+  unsigned char byte;   // what the kernels read
+  bool negate;          // flip the 16 codes' signs
+  bool zero;            // clear the 16 codes' magnitudes
+};
+constexpr ScaleByte scale_byte(unsigned char e4m3) {  // host only (prepare time)
+  const unsigned mag = e4m3 & 0x7Fu;
+  const bool neg = (e4m3 & 0x80u) != 0;
+  if (mag == 0x7Fu) return {kScaleByteNaN, false, false};
+  if (mag == 0) return {0, neg, true};
+  if (mag >= 8) return {static_cast<unsigned char>(mag + 0x10u), neg, false};  // normal: e = E - 7
+  // Subnormal M * 2^-9, M in 1..7, its leading one at bit p: 2^(p - 9) * 1.mmm.
+  const int p = mag >= 4 ? 2 : mag >= 2 ? 1 : 0;
+  return {static_cast<unsigned char>(p << 3 | ((mag << (3 - p)) & 7u)), neg, false};
+}
+// bf16 bits of a scale byte's value times 2^118, in both halves (the W4 kernels' multiplier).
+MOE_HD constexpr unsigned scale_pair(unsigned byte) { return byte * 0x00100010u + (kScaleBias * 0x00010001u); }
+
 }  // namespace w4

@@ -1,9 +1,9 @@
 // NVFP4 weights as the register A operand of the decode GEMMs (W4A16): the codes stay 4-bit
 // in device memory, in the portable prepared layout (src/backends/portable/layout.cpp:
-// row-major e2m1 pairs, the even column in the low nibble; e4m3 scales [K/32][rows][2] per
-// expert; one f32 global scale per expert matrix) with each 32-bit word of codes bit-permuted
-// at prepare time (w4_format.cuh, pack_word), and are dequantized in registers right before
-// the wgmma that consumes them.
+// row-major e2m1 pairs, the even column in the low nibble; scales [K/32][rows][2] per expert;
+// one f32 global scale per expert matrix) with each 32-bit word of codes bit-permuted and each
+// e4m3 scale re-encoded at prepare time (w4_format.cuh: pack_word, scale_byte), and are
+// dequantized in registers right before the wgmma that consumes them.
 //
 // Which k a thread holds. In wgmma's A fragment thread (g, t) holds, per k16 step, columns
 // 2t, 2t+1, 2t+8, 2t+9 of rows g and g+8: scattered nibbles of the row. Instead the K order
@@ -20,14 +20,14 @@
 //
 // Dequantization. An e2m1 code s.e1e0.m placed at bf16 bits 15 (sign) and 8..6 (e1 e0 m)
 // is exactly the code's value times 2^-126 (e = 0 lands on the bf16 subnormal m * 2^-127,
-// e > 0 on 2^(e-127) * 1.m). The scale is converted to bf16 times 2^118 (exact: e4m3 has 3
-// mantissa bits, and 448 * 2^118 < the bf16 maximum), so one bf16x2 multiply gives
+// e > 0 on 2^(e-127) * 1.m). The scale, stored as the backend's scale byte (w4_format.cuh,
+// scale_byte), becomes bf16 times 2^118 in one multiply-add (scale_pair; exact: 4 significant
+// bits, and 448 * 2^118 < the bf16 maximum), so one bf16x2 multiply gives
 // code * scale * 2^-8, exactly (at most 6 significant bits); the epilogue multiplies the
 // f32 accumulator by global_scale * 2^8.
 #pragma once
 #include "common/convert.cuh"
-#include "sm90/ptx/e4m3.cuh"
-#include "sm90/w4_format.cuh"  // physical_k, logical_k, pair_bits
+#include "sm90/w4_format.cuh"  // physical_k, logical_k, pair_bits, scale_pair
 
 namespace w4 {
 
@@ -38,19 +38,7 @@ __device__ __forceinline__ u32 mul_bf16x2(u32 a, u32 b) {
   return d;
 }
 
-// Two e4m3 scales (byte 0, byte 1 of s) -> bf16x2 of each times 2^118 (low half from byte 0).
-__device__ __forceinline__ u32 scales_bf16x2(u32 s) {
-  float lo, hi;
-  e4m3x2_to_f32(s, lo, hi);
-  static_assert(kScaleExp == 118, "the factor below");
-  return pack_bf16x2(lo * 0x1p118f, hi * 0x1p118f);
-}
-
-// The low / high half of v in both halves.
-__device__ __forceinline__ u32 dup_lo(u32 v) { return __byte_perm(v, 0, 0x1010); }
-__device__ __forceinline__ u32 dup_hi(u32 v) { return __byte_perm(v, 0, 0x3232); }
-
-// The A fragments of one 64-column k-block for rows g (codes wa, scale lanes of sa) and g+8
+// The A fragments of one 64-column k-block for rows g (codes wa, scale_pair sa) and g+8
 // (wb, sb): a[kk] feeds k16 step kk. wa.x holds codes 0..7 of the thread's 16, wa.y 8..15.
 __device__ __forceinline__ void dequant_block(uint2 wa, uint2 wb, u32 sa, u32 sb, u32 (&a)[4][4]) {
   a[0][0] = mul_bf16x2(pair_bits<0>(wa.x), sa);
