@@ -7,10 +7,10 @@
 Default: the last forward only (from the last moe_route launch on: the earlier kernels are
 warm-up runs and, with `auto`, the self-test), one line a launch. --by-name: every launch,
 one line per kernel name with its median (e.g. the cuBLAS GEMMs of the bench's ceilings).
-Columns: time, share, tensor-pipe active %, DRAM %, L2 hit %, issue-active %, grid, the busiest
-SM's active cycles over the average SM's (1.0 = the grid's work landed evenly; a persistent
-grid with 160 equal items on 132 SMs gives ~1.6), and the SM clock while the kernel ran
-(elapsed cycles over its time, GHz).
+Columns: time, share, tensor-pipe active %, DRAM %, L2 hit %, L2 throughput %, L1 / shared-
+memory throughput %, issue-active %, grid, the busiest SM's active cycles over the average SM's
+(1.0 = the grid's work landed evenly; a persistent grid with 160 equal items on 132 SMs gives
+~1.6), and the SM clock while the kernel ran (elapsed cycles over its time, GHz).
 """
 import argparse
 import collections
@@ -41,6 +41,8 @@ COLUMNS = [  # (header, width, metric, format)
     ("tensor%", 9, "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "{:.2f}"),
     ("dram%", 7, "dram__throughput.avg.pct_of_peak_sustained_elapsed", "{:.2f}"),
     ("L2hit%", 8, "lts__t_sector_hit_rate.pct", "{:.2f}"),
+    ("L2%", 7, "lts__throughput.avg.pct_of_peak_sustained_elapsed", "{:.2f}"),
+    ("L1smem%", 9, "l1tex__throughput.avg.pct_of_peak_sustained_active", "{:.2f}"),
     ("issue%", 8, "smsp__issue_active.avg.pct_of_peak_sustained_active", "{:.2f}"),
     ("grid", 8, "launch__grid_size", "{:.0f}"),
 ]

@@ -191,7 +191,7 @@ fi
 if has profile; then  # ncu, one forward per T of the main job: where the time goes, kernel by kernel
   # Clocks as the bench runs them (MOEFORGE_PROFILE_CLOCKS=none; "base" is ncu's default lock,
   # used by the records before session 6), so the kernel times add up to the bench's time.
-  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.avg
+  metrics=gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active,launch__grid_size,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_elapsed.avg
   # With MOEFORGE_BASELINE_SRC, the baseline's CLI is profiled the same way after this tree's.
   for which in main "${!base_clis[@]}"; do
     select_cli $which
@@ -241,6 +241,9 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
         --backend ${MOEFORGE_PROFILE_BACKEND:-sm90} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
         --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$rep.log" 2>&1 &&
       ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.csv" 2>> "$rep.log"
+    # Every section's numbers of the same two launches (shared-memory and L2 traffic, stall
+    # reasons, occupancy), read offline.
+    [ -f "$rep.ncu-rep" ] && ncu -i "$rep.ncu-rep" --page details --csv 2>> "$rep.log" | gzip > "$out/ncu-details-T$T.csv.gz"
     note "profile source T=$T rc=$?"
     if [ -s "$rep.csv" ]; then
       gzip -c "$rep.csv" > "$out/ncu-source-T$T.csv.gz"

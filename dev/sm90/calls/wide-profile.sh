@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Where the wide GEMMs' time goes at compute-bound T (issue 5's T = 8192 / 36308 bars): ncu's
+# kernel table of one forward (run_all.sh's profile stage: time, tensor-pipe active, DRAM, L2
+# hit and throughput, L1 / shared-memory throughput, issue, SM imbalance and clock a kernel) for
+# W8A8 and bf16 at T = 8192 and 36308, Mistral-Small-4, the sm90 backend; cuBLAS's ceiling GEMMs
+# profiled the same way (their tensor share and clock beside ours); then the W8A8 GEMMs' per-
+# instruction stall table and every ncu section (`ncu-details-T36308.csv.gz`) at T = 36308.
+# On the GPU machine (carry .deps): `bash dev/sm90/calls/wide-profile.sh <commit>`, ~300 s.
+# Results under $OUT/r.tgz.
+C=${1:?commit}
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T; builds $C
+prof() {  # name, weights, activations, extra env...
+  local n=$1 w=$2 a=$3; shift 3
+  env OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="8192 36308" MOEFORGE_PROFILE_BACKEND=sm90 \
+    MOEFORGE_PROFILE_WEIGHTS=$w MOEFORGE_PROFILE_ACTIVATIONS=$a "$@" bash tests/gpu/run_all.sh $C profile > /tmp/o/$n.log 2>&1
+  echo "== $n at $(el)s"; grep -E "^-- T=|moe_sm90|^   (sm90|nvjet|cutlass|.*gemm|.*Kernel)" /tmp/o/$n.log | cut -c1-170 | head -24; T
+}
+prof w8a8 fp8 fp8 MOEFORGE_PROFILE_CEILINGS=1
+prof bf16 bf16 bf16
+prof w8a8-source fp8 fp8 MOEFORGE_PROFILE_TOKENS=36308 MOEFORGE_PROFILE_SOURCE=1 MOEFORGE_PROFILE_KERNEL=moe_sm90_fp8_gemm
+grep -A14 "== profile source" /tmp/o/w8a8-source.log | cut -c1-170 | head -40
