@@ -5,13 +5,7 @@
 # compiled; the W8A8 stress with the planner's choice; then the sm90 GPU tests as a user gets them
 # (the auto pass) until the call's time is spent. Results under $OUT/r.tgz, written as it goes.
 C=${1:?commit}
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst; builds $C
-bench() {  # name, env...
-  local n=$1; shift
-  env "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" \
-    bash tests/gpu/run_all.sh $C bench,sass > /tmp/o/$n.log 2>&1
-  echo "== $n at $(el)s"; sed -n '/== summary/,$p' /tmp/o/$n.log | grep -E "^ +[0-9]+ |Q?GMMA" | cut -c1-160; T
-}
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, bench; builds $C
 bench w16 MOEFORGE_BENCH_WEIGHTS="bf16 fp8 nvfp4"
 bench a8 MOEFORGE_BENCH_WEIGHTS=fp8 MOEFORGE_BENCH_ACTIVATIONS=fp8
 st stress MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8"

@@ -18,4 +18,12 @@ tst() {
   env "$@" OUT=/tmp/o/$n bash tests/gpu/run_all.sh $C tests > /tmp/o/$n.log 2>&1
   echo "== $n at $(el)s: $(grep -E '^gpu tests' /tmp/o/$n.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/$n.log | head -5; T
 }
+# The sm90 bench of $C as `auto` runs it, both models, as step <name>, with the env assignments
+# that follow (MOEFORGE_BENCH_WEIGHTS, _ACTIVATIONS, _TOKENS); the summary rows printed.
+bench() {
+  local n=$1; shift
+  env "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" \
+    bash tests/gpu/run_all.sh $C bench,sass > /tmp/o/$n.log 2>&1
+  echo "== $n at $(el)s"; sed -n '/== summary/,$p' /tmp/o/$n.log | grep -E "^ +[0-9]+ |Q?GMMA" | cut -c1-160; T
+}
 OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log

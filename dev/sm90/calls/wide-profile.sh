@@ -6,9 +6,9 @@
 # profiled the same way (their tensor share and clock beside ours); then the W8A8 GEMMs' per-
 # instruction stall table and every ncu section (`ncu-details-T36308.csv.gz`) at T = 36308.
 # On the GPU machine (carry .deps): `bash dev/sm90/calls/wide-profile.sh <commit>`, ~300 s.
-# Results under $OUT/r.tgz.
+# Results under $OUT/r.tgz; then, as time allows, the W8A8 and bf16 bench (below).
 C=${1:?commit}
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T; builds $C
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, bench; builds $C
 prof() {  # name, weights, activations, extra env...
   local n=$1 w=$2 a=$3; shift 3
   env OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="8192 36308" MOEFORGE_PROFILE_BACKEND=sm90 \
@@ -19,3 +19,8 @@ prof w8a8 fp8 fp8 MOEFORGE_PROFILE_CEILINGS=1
 prof bf16 bf16 bf16
 prof w8a8-source fp8 fp8 MOEFORGE_PROFILE_TOKENS=36308 MOEFORGE_PROFILE_SOURCE=1 MOEFORGE_PROFILE_KERNEL=moe_sm90_fp8_gemm
 grep -A14 "== profile source" /tmp/o/w8a8-source.log | cut -c1-170 | head -40
+# What the call's time leaves (WIDE_BENCH_UNTIL, 330 s by default: the bench of one set takes
+# ~90 s): the bars bench (bars.sh's) of W8A8, then bf16, on the same machine.
+[ $(el) -lt ${WIDE_BENCH_UNTIL:-330} ] && bench a8 MOEFORGE_BENCH_WEIGHTS=fp8 MOEFORGE_BENCH_ACTIVATIONS=fp8
+[ $(el) -lt ${WIDE_BENCH_UNTIL:-330} ] && bench w16 MOEFORGE_BENCH_WEIGHTS=bf16
+true
