@@ -233,7 +233,7 @@ TEST(Sm90Backend, PlannerSplitsAtTheCrossoverAndSelfTestCoversBothSides) {
             "decode GEMMs (fp8 W8A8 QGMMA, 16-token tiles)");
   EXPECT_EQ(sm90_backend().gemm_plan(f8, 512),  // 16 rows/expert
             "decode GEMMs (fp8 W8A8 QGMMA, 32-token tiles)");
-  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1024), "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)");  // 32 rows/expert
+  EXPECT_EQ(sm90_backend().gemm_plan(f8, 1024), "wide GEMMs (fp8 W8A8 QGMMA, 128x256 tiles)");  // 32 rows/expert
 }
 
 // The permuted-K gather's vector moves (sm90/gather.cuh) against the permutation itself: every

@@ -298,12 +298,13 @@ class Sm90Backend final : public Backend {
   std::string gemm_plan(const MoeSpec& spec, int64_t tokens) const override {
     const Plan p = plan(spec, tokens);
     const Codes c = codes(spec);
-    if (c == Codes::W8A8 && p.wide) return "wide GEMMs (fp8 W8A8 QGMMA, 128x128 tiles)";
     const char* w = c == Codes::W4     ? "nvfp4 W4A16, "
                     : c == Codes::W8   ? "fp8 W8A16, "
                     : c == Codes::W8A8 ? "fp8 W8A8 QGMMA, "
                                        : "";
-    return p.wide ? fmt::format("wide GEMMs ({}128x256 tiles)", w)
+    // Every wide GEMM's tile is kBM x 256 (the W8A8 ones since 9c89ab3: kBNW8A8).
+    static_assert(kBN == kBNW8A8, "the label names one wide tile for every format");
+    return p.wide ? fmt::format("wide GEMMs ({}{}x{} tiles)", w, kBM, kBN)
                   : fmt::format("decode GEMMs ({}{}-token tiles)", w, p.bt);
   }
 
