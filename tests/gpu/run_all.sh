@@ -241,10 +241,10 @@ if has profile; then  # ncu, one forward per T of the main job: where the time g
         --backend ${MOEFORGE_PROFILE_BACKEND:-sm90} --weights ${MOEFORGE_PROFILE_WEIGHTS:-bf16} \
         --activations ${MOEFORGE_PROFILE_ACTIVATIONS:-bf16} > "$rep.log" 2>&1 &&
       ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.csv" 2>> "$rep.log"
+    note "profile source T=$T rc=$?"
     # Every section's numbers of the same two launches (shared-memory and L2 traffic, stall
     # reasons, occupancy), read offline.
     [ -f "$rep.ncu-rep" ] && ncu -i "$rep.ncu-rep" --page details --csv 2>> "$rep.log" | gzip > "$out/ncu-details-T$T.csv.gz"
-    note "profile source T=$T rc=$?"
     if [ -s "$rep.csv" ]; then
       gzip -c "$rep.csv" > "$out/ncu-source-T$T.csv.gz"
       for k in 0 1; do python3 "$root/tools/ncu_source_top.py" "$rep.csv" --kernel $k --top 12; done 2>&1 | tee "$logs/source-top-T$T.txt"

@@ -21,7 +21,7 @@
 # Defaults: the W8A8 call (fp8:fp8, T = 512, 2048, 8192, 36308, both models, stress on), ~340 s.
 C=${1:?commit}; : "${2:?a baseline commit}"
 base_srcs=""; for b in "${@:2}"; do base_srcs+="${base_srcs:+ }$PWD/.ab/$([ -d .ab/$b ] && echo $b || echo main)"; done
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, bench; builds $C
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, prof, bench; builds $C
 pairs=${AB_SETS:-fp8:fp8}
 first=${pairs%% *}; w1=${first%%:*} a1=${first#*:}  # the first pair's formats (stress, profile)
 for pair in $pairs; do

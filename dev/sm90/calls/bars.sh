@@ -5,7 +5,7 @@
 # compiled; the W8A8 stress with the planner's choice; then the sm90 GPU tests as a user gets them
 # (the auto pass) until the call's time is spent. Results under $OUT/r.tgz, written as it goes.
 C=${1:?commit}
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, bench; builds $C
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, prof, bench; builds $C
 bench w16 MOEFORGE_BENCH_WEIGHTS="bf16 fp8 nvfp4"
 bench a8 MOEFORGE_BENCH_WEIGHTS=fp8 MOEFORGE_BENCH_ACTIVATIONS=fp8
 st stress MOEFORGE_STRESS_ARGS="--weights fp8 --activations fp8"

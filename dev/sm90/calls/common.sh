@@ -26,4 +26,13 @@ bench() {
     bash tests/gpu/run_all.sh $C bench,sass > /tmp/o/$n.log 2>&1
   echo "== $n at $(el)s"; sed -n '/== summary/,$p' /tmp/o/$n.log | grep -E "^ +[0-9]+ |Q?GMMA" | cut -c1-160; T
 }
+# run_all.sh's profile stage of $C as step <name>: ncu's kernel table of one forward at each of
+# TOKENS ("8 128 512"), the sm90 backend, in the given formats, with the env assignments that
+# follow (MOEFORGE_PROFILE_CEILINGS, _SOURCE, _SECTIONS, ...); our kernels' and cuBLAS's lines printed.
+prof() {  # name, tokens, weights, activations, env...
+  local n=$1 tokens=$2 w=$3 a=$4; shift 4
+  env OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="$tokens" MOEFORGE_PROFILE_BACKEND=sm90 \
+    MOEFORGE_PROFILE_WEIGHTS=$w MOEFORGE_PROFILE_ACTIVATIONS=$a "$@" bash tests/gpu/run_all.sh $C profile > /tmp/o/$n.log 2>&1
+  echo "== $n at $(el)s"; grep -E "^-- T=|moe_sm90|^   nvjet" /tmp/o/$n.log | cut -c1-170 | head -24; T
+}
 OUT=/tmp/o/build bash tests/gpu/run_all.sh $C build > /tmp/o/build.log 2>&1; tail -1 /tmp/o/build.log

@@ -7,14 +7,8 @@
 # ~300 s. Results under $OUT/r.tgz. Compare each GEMM's time with its weight bytes / the read
 # ceiling (bench's ceilings), and the sum of the small kernels with the bench's time minus the GEMMs.
 C=${1:?commit}
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st; builds $C
-prof() {  # name, weights, activations, extra env...
-  local n=$1 w=$2 a=$3; shift 3
-  env OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="8 128 512" MOEFORGE_PROFILE_BACKEND=sm90 \
-    MOEFORGE_PROFILE_WEIGHTS=$w MOEFORGE_PROFILE_ACTIVATIONS=$a "$@" bash tests/gpu/run_all.sh $C profile > /tmp/o/$n.log 2>&1
-  echo "== $n at $(el)s"; grep -E "^-- T=|moe_sm90" /tmp/o/$n.log | head -12; T
-}
-prof bf16 bf16 bf16 MOEFORGE_PROFILE_TOKENS="128 8 512" MOEFORGE_PROFILE_SECTIONS="SpeedOfLight MemoryWorkloadAnalysis WarpStateStats"
-prof fp8 fp8 bf16
-prof w8a8 fp8 fp8
-prof nvfp4 nvfp4 bf16
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, prof; builds $C
+prof bf16 "128 8 512" bf16 bf16 MOEFORGE_PROFILE_SECTIONS="SpeedOfLight MemoryWorkloadAnalysis WarpStateStats"
+prof fp8 "8 128 512" fp8 bf16
+prof w8a8 "8 128 512" fp8 fp8
+prof nvfp4 "8 128 512" nvfp4 bf16

@@ -8,5 +8,5 @@
 # Each pass runs as MOEFORGE_TEST_SHARDS processes (run_all.sh; 4 by default): on a fresh
 # machine a pass is mostly kernel compiles, one at a time in one process.
 C=${1:?commit} PASSES=${2:-default sm90-wide sm90-decode}
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, bench; builds $C
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, prof, bench; builds $C
 for p in $PASSES; do tst $p MOEFORGE_TEST_PASSES=$p MOEFORGE_TEST_SECONDS=${SUITE_SECONDS:-170}; done

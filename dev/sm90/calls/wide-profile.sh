@@ -8,16 +8,10 @@
 # On the GPU machine (carry .deps): `bash dev/sm90/calls/wide-profile.sh <commit>`, ~300 s.
 # Results under $OUT/r.tgz; then, as time allows, the W8A8 and bf16 bench (below).
 C=${1:?commit}
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, bench; builds $C
-prof() {  # name, weights, activations, extra env...
-  local n=$1 w=$2 a=$3; shift 3
-  env OUT=/tmp/o/$n MOEFORGE_PROFILE_TOKENS="8192 36308" MOEFORGE_PROFILE_BACKEND=sm90 \
-    MOEFORGE_PROFILE_WEIGHTS=$w MOEFORGE_PROFILE_ACTIVATIONS=$a "$@" bash tests/gpu/run_all.sh $C profile > /tmp/o/$n.log 2>&1
-  echo "== $n at $(el)s"; grep -E "^-- T=|moe_sm90|^   (sm90|nvjet|cutlass|.*gemm|.*Kernel)" /tmp/o/$n.log | cut -c1-170 | head -24; T
-}
-prof w8a8 fp8 fp8 MOEFORGE_PROFILE_CEILINGS=1
-prof bf16 bf16 bf16
-prof w8a8-source fp8 fp8 MOEFORGE_PROFILE_TOKENS=36308 MOEFORGE_PROFILE_SOURCE=1 MOEFORGE_PROFILE_KERNEL=moe_sm90_fp8_gemm
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, prof, bench; builds $C
+prof w8a8 "8192 36308" fp8 fp8 MOEFORGE_PROFILE_CEILINGS=1
+prof bf16 "8192 36308" bf16 bf16
+prof w8a8-source 36308 fp8 fp8 MOEFORGE_PROFILE_SOURCE=1 MOEFORGE_PROFILE_KERNEL=moe_sm90_fp8_gemm
 grep -A14 "== profile source" /tmp/o/w8a8-source.log | cut -c1-170 | head -40
 # What the call's time leaves (WIDE_BENCH_UNTIL, 330 s by default: the bench of one set takes
 # ~90 s): the bars bench (bars.sh's) of W8A8, then bf16, on the same machine.
