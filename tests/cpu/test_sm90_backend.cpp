@@ -292,6 +292,49 @@ TEST(Sm90Backend, HalfTilesAreTheTilesWhoseSecondHalfIsPadding) {
   EXPECT_GT(fulls, 100);
 }
 
+// The wide GEMMs' claim order (sm90/tile_words.cuh claimed_tile, the producers' own map): over
+// random segment layouts, the claims 0 .. m_tiles * n_tiles - 1 are every (m-tile, n-tile) once,
+// each claim's m-tile belongs to the expert tile_expert[claim / n_tiles] names (how the producer
+// finds the expert), and inside a band the m-tiles of one n-tile are consecutive claims.
+TEST(Sm90Backend, ClaimOrderIsEveryTileOnceBandByBand) {
+  constexpr int kBM = 128, kExperts = 33;
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 30; ++trial) {
+    std::vector<long long> seg_off(kExperts + 1, 0);
+    std::vector<int> tile_expert;
+    for (int e = 0; e < kExperts; ++e) {
+      const int rows = rng() % 5 == 0 ? 0 : e == kExperts - 1 ? 4000 : int(rng() % 1300) + 1;  // the last: a shared expert
+      const int tiles = (rows + kBM - 1) / kBM;
+      seg_off[e + 1] = seg_off[e] + (long long)tiles * kBM;
+      for (int i = 0; i < tiles; ++i) tile_expert.push_back(e);
+    }
+    const int m_tiles = int(tile_expert.size());
+    for (int n_tiles : {1, 3, 16, 28})
+      for (int band : {1, 2, 4, 8}) {
+        std::vector<int> seen(size_t(m_tiles) * n_tiles, 0);
+        int prev_mt = -1, prev_nt = -1;
+        for (int c = 0; c < m_tiles * n_tiles; ++c) {
+          const int e = tile_expert[c / n_tiles];
+          const int mt0 = int(seg_off[e] / kBM), mt1 = int(seg_off[e + 1] / kBM);
+          const auto [mt, nt] = ::sm90::claimed_tile(c, n_tiles, mt0, mt1, band);
+          ASSERT_TRUE(mt >= mt0 && mt < mt1 && nt >= 0 && nt < n_tiles)
+              << "claim " << c << " -> (" << mt << ", " << nt << "), expert " << e << " m-tiles " << mt0 << ".." << mt1;
+          ++seen[size_t(mt) * n_tiles + nt];
+          // Within a band, the next claim keeps the n-tile or moves to the band's next one.
+          const bool same_band = prev_mt >= mt0 && (prev_mt - mt0) / band == (mt - mt0) / band;
+          if (same_band && nt != prev_nt) {
+            EXPECT_EQ(mt, mt0 + (mt - mt0) / band * band) << "claim " << c;
+          } else if (same_band) {
+            EXPECT_EQ(mt, prev_mt + 1) << "claim " << c;
+          }
+          prev_mt = mt, prev_nt = nt;
+        }
+        for (size_t i = 0; i < seen.size(); ++i)
+          ASSERT_EQ(seen[i], 1) << "tile " << i << " of " << seen.size() << ", n_tiles " << n_tiles << ", band " << band;
+      }
+  }
+}
+
 // The decode GEMMs' work units (sm90/decode_units.cuh, the kernel's own lookup): for random
 // routed counts (empty experts, a shared expert with every token, 1..3x the token tile), the
 // units 0 .. total - 1 are every (expert with rows, weight tile, token chunk) exactly once,

@@ -32,8 +32,9 @@
 // each owning 64 rows of the 128 x 256 tile: one m64n256k16 wgmma per k16 step, f32
 // accumulators, one k-block's wgmma group kept in flight while the next is issued (dev/sm90
 // ran wait_group 0 per k-block). A 4-stage full/empty mbarrier ring (48 KB per stage) connects them; tiles are
-// walked m-major, n fastest, claimed in order by the persistent CTAs (tiles.cuh: the ~132 tiles
-// in flight share one or two experts' weights, which stay in L2). Epilogue: f32 -> bf16 into
+// claimed in order by the persistent CTAs, expert by expert, in bands of m-tiles walked n-tile
+// major (tile_words.cuh claimed_tile: the ~132 tiles in flight share a few experts' weights,
+// and the next read of a B slice is the next claim's). Epilogue: f32 -> bf16 into
 // double-buffered 128B-swizzled 64 x 64 boxes in shared memory, TMA stores that overlap
 // the next tile's main loop.
 //

@@ -14,15 +14,23 @@
 
 namespace sm90 {
 
-// Tile order: t = mt * n_tiles + nt (n fastest), handed out in that order. Each CTA's producer
-// claims its tiles from a global counter (one per GEMM of a call, zeroed by the gather before
-// GEMM 1), the next one while it issues the current one's stages, so the atomic's latency stays
-// off the ring. However long each tile takes, the CTAs in flight then hold neighbouring tiles,
-// which share one or two experts' weights in L2. (A static round-robin lets CTAs that drew cheap
+// Tile order: tile_words.cuh claimed_tile (expert by expert, bands of kTileBand m-tiles, n-tile
+// major in a band). Each CTA's producer claims its tiles from a global counter (one per GEMM of
+// a call, zeroed by the gather before GEMM 1), the next one while it issues the current one's
+// stages, so the atomic's latency stays off the ring. However long each tile takes, the CTAs in
+// flight then hold neighbouring tiles, which share one or two experts' weights in L2. (A static round-robin lets CTAs that drew cheap
 // tiles, e.g. half tiles, drift onto other experts' weights: with half tiles under it, bf16
 // T = 8192 / 36308 took 7-15 % longer than without them, c2b8c97 and 88deecd.) The producer
 // passes each tile to the consumers with its first stage (ring.cuh stage_word) as
 // tile_word(t, half), then kNoMoreTiles (tile_words.cuh, with half_tile).
+
+// m-tiles per band of the claim order: a band's A slices are reread kTileBand claims apart
+// (~3 MB of other CTAs' streaming a claim, bf16 GEMM 1), and an expert's B is read from DRAM
+// about once per band.
+#ifndef SM90_TILE_BAND
+#define SM90_TILE_BAND 4
+#endif
+constexpr int kTileBand = SM90_TILE_BAND;
 
 // The producer warp's loop, run by all 32 lanes of one warp (lane: this thread's): claims tiles
 // in order, and for each issues its k_blocks stages (load(s, full_bar, kb, mt, nt, e) issues
@@ -45,9 +53,9 @@ __device__ __forceinline__ void produce_tiles(u64 (&full)[STAGES], u64 (&empty)[
   int claim = lane == 0 ? atomicAdd(counter, 1) : 0;
   for (int t = __shfl_sync(0xffffffffu, claim, 0); t < total;) {
     if (lane == 0) claim = atomicAdd(counter, 1);  // in flight while this tile's stages are issued
-    const auto [mt, nt] = tile_mn(t, n_tiles);
-    const int e = tile_expert[mt];
-    const int word = tile_word(t, half_tile<BM>(counts, seg_off, e, mt));
+    const int e = tile_expert[t / n_tiles];
+    const auto [mt, nt] = claimed_tile(t, n_tiles, int(seg_off[e] / BM), int(seg_off[e + 1] / BM), kTileBand);
+    const int word = tile_word(mt * n_tiles + nt, half_tile<BM>(counts, seg_off, e, mt));
     for (int kb = 0; kb < k_blocks; ++kb) {
       mbar_wait(smem_u32(&empty[s]), ph ^ 1u);
       if (lane == 0) {
