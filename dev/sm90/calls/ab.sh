@@ -14,7 +14,8 @@
 # - with AB_STRESS=1, the changed tree's stress (the first pair's formats) with the planner's
 #   choice, then with the decode GEMMs forced;
 # - the changed tree's sm90 GPU tests with the wide GEMMs forced (AB_TESTS, a gtest filter, or
-#   "none"), for AB_TEST_SECONDS;
+#   "none"), for AB_TEST_SECONDS; AB_TEST_PASSES=default (the planner's choice) or sm90-decode
+#   for a decode-GEMM change;
 # - with AB_PROFILE=<T>, the changed tree's per-instruction stall profile of AB_PROFILE_KERNEL
 #   (default moe_sm90_fp8_gemm: GEMM 1 and 2 of one forward) at T, in the first pair's formats
 #   (run_all.sh's MOEFORGE_PROFILE_SOURCE; the top instructions printed, the table in r.tgz).
@@ -36,7 +37,7 @@ if [ "${AB_STRESS:-1}" = 1 ]; then
   st planner MOEFORGE_STRESS_ARGS="$sargs"
   st decode MOEFORGE_SM90_CROSSOVER=1e9 MOEFORGE_STRESS_ARGS="$sargs --max-tokens 2048"
 fi
-[ "${AB_TESTS:-}" = none ] || tst t MOEFORGE_TEST_PASSES=sm90-wide MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} \
+[ "${AB_TESTS:-}" = none ] || tst t MOEFORGE_TEST_PASSES=${AB_TEST_PASSES:-sm90-wide} MOEFORGE_TEST_SECONDS=${AB_TEST_SECONDS:-120} \
   MOEFORGE_GPU_FILTER_SM90=${AB_TESTS:-'Sm90Layer.Fp8ActivationsW8A8:Sm90Layer.OutputsDependOnlyOnTheirInput:Sm90Layer.Deterministic'}
 if [ -n "${AB_PROFILE:-}" ]; then
   env OUT=/tmp/o/profile MOEFORGE_PROFILE_SOURCE=1 MOEFORGE_PROFILE_KERNEL=${AB_PROFILE_KERNEL:-moe_sm90_fp8_gemm} \
