@@ -48,7 +48,9 @@ nlohmann::json record_header(std::string_view kind, int device) {
           {"date", iso8601_utc_now()},
           {"device", device_record(device)},
           {"planner",  // the planner's knobs: < 0 / 0 = the tuned table / rule
-           {{"sm90_crossover", rt::settings().sm90_crossover}, {"sm90_decode_bt", rt::settings().sm90_decode_bt}}}};
+           {{"sm90_crossover", rt::settings().sm90_crossover},
+            {"sm90_decode_bt", rt::settings().sm90_decode_bt},
+            {"sm90_stream_k", rt::settings().sm90_stream_k}}}};
 }
 
 }  // namespace moeforge::bench

@@ -60,7 +60,8 @@ json doctor_report(const DoctorOptions& opt) {
                    {"sync_check", s.sync_check},
                    {"fault_stage", s.fault_stage},
                    {"sm90_crossover", s.sm90_crossover},
-                   {"sm90_decode_bt", s.sm90_decode_bt}};
+                   {"sm90_decode_bt", s.sm90_decode_bt},
+                   {"sm90_stream_k", s.sm90_stream_k}};
 
   // Devices, each with its exact target and a self-test.
   std::vector<DeviceInfo> devices;

@@ -48,6 +48,11 @@ Settings settings_from(const std::function<const char*(const char*)>& env) {
     if (v == "16" || v == "32" || v == "64" || v == "128") s.sm90_decode_bt = std::stoi(v);
     else warn("MOEFORGE_SM90_DECODE_BT='" + v + "' is not 16, 32, 64 or 128; using the planner's rule");
   }
+  if (const char* x = env("MOEFORGE_SM90_STREAM_K"); x && *x) {
+    const std::string v = x;
+    if (v == "0" || v == "1") s.sm90_stream_k = v == "1";
+    else warn("MOEFORGE_SM90_STREAM_K='" + v + "' is not 0 or 1; using the planner's rule");
+  }
   if (const char* x = env("MOEFORGE_PDL"); x && *x) {
     const std::string v = x;
     if (v == "0" || v == "1") s.pdl = v == "1";

@@ -14,6 +14,9 @@
 //   MOEFORGE_SM90_DECODE_BT token tile of the sm90 decode GEMMs (16, 32 or 64) wherever the
 //                           planner runs them; for measuring the choice (bench); unset = the
 //                           planner's rule (plan.cpp)
+//   MOEFORGE_SM90_STREAM_K  0 / 1: the sm90 decode GEMMs of calls that fit one 16-token tile never /
+//                           always cut their work stream-K (decode_gemm.cuh), for measuring the
+//                           choice (bench); unset = where the planner's rule says it pays (sm90.hpp)
 //   MOEFORGE_PDL            0: launch the forward's kernels without programmatic dependent launch;
 //                           default 1: on sm_90 and up (rt::KernelSpec::pdl), in the calls the
 //                           forward allows it (rt::PdlScope; portable.hpp's kPdlMaxTokens). The GPU
@@ -34,6 +37,7 @@ struct Settings {
   std::string commit = "unknown";  // for result records
   double sm90_crossover = -1;      // < 0: the tuned table
   int sm90_decode_bt = 0;          // 0: the planner's rule; else 16, 32, 64 or 128
+  int sm90_stream_k = -1;          // -1: the planner's rule; 0 never, 1 always (one-tile calls)
   bool pdl = true;                 // MOEFORGE_PDL
 };
 

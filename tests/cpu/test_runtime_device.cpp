@@ -141,16 +141,22 @@ TEST(RuntimeSettings, ReadFromEnvironmentOnce) {
     s = settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_DECODE_BT", bad}}));
     EXPECT_EQ(s.sm90_decode_bt, 0) << bad;
   }
+  // Stream-K: the rule unless 0 or 1.
+  EXPECT_EQ(s.sm90_stream_k, -1);
+  EXPECT_EQ(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_STREAM_K", "1"}})).sm90_stream_k, 1);
+  EXPECT_EQ(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_STREAM_K", "0"}})).sm90_stream_k, 0);
+  EXPECT_EQ(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_SM90_STREAM_K", "on"}})).sm90_stream_k, -1);
   // Programmatic dependent launch: on unless MOEFORGE_PDL=0.
   EXPECT_TRUE(s.pdl);
   EXPECT_TRUE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "1"}})).pdl);
   EXPECT_FALSE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "0"}})).pdl);
   EXPECT_TRUE(settings_from(env({{"HOME", "/h"}, {"MOEFORGE_PDL", "yes"}})).pdl);
   set_warning_sink(old);
-  ASSERT_EQ(warned.size(), 8u);
+  ASSERT_EQ(warned.size(), 9u);
   EXPECT_NE(warned[0].find("MOEFORGE_SM90_CROSSOVER='-1'"), std::string::npos) << warned[0];
   EXPECT_NE(warned[3].find("MOEFORGE_SM90_DECODE_BT='0' is not 16, 32, 64 or 128"), std::string::npos) << warned[3];
-  EXPECT_NE(warned[7].find("MOEFORGE_PDL='yes' is not 0 or 1"), std::string::npos) << warned[7];
+  EXPECT_NE(warned[7].find("MOEFORGE_SM90_STREAM_K='on' is not 0 or 1"), std::string::npos) << warned[7];
+  EXPECT_NE(warned[8].find("MOEFORGE_PDL='yes' is not 0 or 1"), std::string::npos) << warned[8];
 }
 
 TEST(RuntimeBudget, ConfigsOverTheDeviceLimitsAreRejectedWithNumbers) {

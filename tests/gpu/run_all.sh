@@ -149,6 +149,7 @@ if has bench; then
         flush=${MOEFORGE_BENCH_L2_FLUSH:-read}
         [ "$flush" = read ] || tag+="-flush$flush"
         [ -z "${MOEFORGE_SM90_DECODE_BT:-}" ] || tag+="-bt$MOEFORGE_SM90_DECODE_BT"  # a forced decode token tile
+        [ -z "${MOEFORGE_SM90_STREAM_K:-}" ] || tag+="-sk$MOEFORGE_SM90_STREAM_K"  # stream-K forced on / off
         # MOEFORGE_BENCH_LAUNCH=stream: each run enqueues the forward's launches (the records before
         # session 11; tagged); the default replays it from a CUDA graph.
         launch=${MOEFORGE_BENCH_LAUNCH:-graph}

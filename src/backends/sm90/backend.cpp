@@ -18,6 +18,7 @@
 #include "backends/sm90/sm90.hpp"
 #include "moeforge/errors.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/settings.hpp"
 
 namespace moeforge {
 namespace sm90 {
@@ -148,8 +149,9 @@ class Sm90Gemms final : public portable::GemmPlugin {
     const int k1 = int(ceil_div(int64_t(H), ks)), k2 = int(ceil_div(int64_t(I), ks));
     auto use_stream_k = [&](int n, int k_blocks) {
       const int64_t units = experts * ceil_div(int64_t(n), kDecodeRows);
+      const int forced = rt::settings().sm90_stream_k;  // -1: the rule (a measuring knob)
       return bt == kStreamKTokens && c.tokens <= kStreamKTokens && units * k_blocks < (int64_t(1) << 31) &&
-             stream_k_pays(units, sm_count_);
+             (forced < 0 ? stream_k_pays(units, sm_count_) : forced == 1);
     };
     const CUdeviceptr partial = c.scratch + 256;
     const CUdeviceptr split = partial + CUdeviceptr(stream_k_partial_bytes(sm_count_));
