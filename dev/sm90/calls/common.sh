@@ -18,13 +18,14 @@ tst() {
   env "$@" OUT=/tmp/o/$n bash tests/gpu/run_all.sh $C tests > /tmp/o/$n.log 2>&1
   echo "== $n at $(el)s: $(grep -E '^gpu tests' /tmp/o/$n.log | tail -1)"; grep -E "^\[  FAILED" /tmp/o/$n.log | head -5; T
 }
-# The sm90 bench of $C as `auto` runs it, both models, as step <name>, with the env assignments
+# The sm90 bench of $C as `auto` runs it, both models (unless the env names others), with its
+# resource report (BENCH_STAGES, default "bench,sass"), as step <name>, with the env assignments
 # that follow (MOEFORGE_BENCH_WEIGHTS, _ACTIVATIONS, _TOKENS); the summary rows printed.
 bench() {
   local n=$1; shift
-  env "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" \
-    bash tests/gpu/run_all.sh $C bench,sass > /tmp/o/$n.log 2>&1
-  echo "== $n at $(el)s"; sed -n '/== summary/,$p' /tmp/o/$n.log | grep -E "^ +[0-9]+ |Q?GMMA" | cut -c1-160; T
+  env MOEFORGE_BENCH_MODELS="mistral-small-4 deepseek-v3" "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 \
+    bash tests/gpu/run_all.sh $C ${BENCH_STAGES:-bench,sass} > /tmp/o/$n.log 2>&1
+  echo "== $n at $(el)s"; sed -n '/== summary/,$p' /tmp/o/$n.log | grep -E "^-- bench|^ +[0-9]+ |Q?GMMA" | cut -c1-160; T
 }
 # run_all.sh's profile stage of $C as step <name>: ncu's kernel table of one forward at each of
 # TOKENS ("8 128 512"), the sm90 backend, in the given formats, with the env assignments that

@@ -6,18 +6,16 @@
 # - the sm90 bench of every tree, Mistral-Small-4, bf16 and W8A8 (SMALL_SETS), T = 1, 2, 8;
 # - the tip's sm90 GPU tests with the decode GEMMs forced (the T = 1 / 2 / 7 matrix, Sm90Layer.*,
 #   the gather) for 100 s;
-# - the tip's bench at T = 4, 8, 16 with stream-K forced on (MOEFORGE_SM90_STREAM_K=1) beside
-#   the rule's choice: whether the rule's 4 / 5 fill threshold still holds without the fixups;
+# - the tip's bench at T = 4, 8, 16 with stream-K forced on (MOEFORGE_SM90_STREAM_K=1), against
+#   the rule's choice (its 4 / 5 fill threshold);
 # - the tip's ncu kernel table at T = 1 and 8, bf16 (where the small kernels' time goes).
 C=${1:?commit}; : "${2:?a baseline commit}"
 base_srcs=""; for b in "${@:2}"; do base_srcs+="${base_srcs:+ }$PWD/.ab/$([ -d .ab/$b ] && echo $b || echo main)"; done
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, prof, bench; builds $C
-small_bench() {  # name, weights, activations, tokens, env...
+small_bench() {  # name, weights, activations, tokens, env...: common.sh's bench, Mistral-Small-4 only
   local n=$1 w=$2 a=$3 tok=$4; shift 4
-  env "$@" OUT=/tmp/o/$n MOEFORGE_BENCH_BACKENDS=sm90 MOEFORGE_BENCH_MODELS=mistral-small-4 \
-    MOEFORGE_BENCH_WEIGHTS=$w MOEFORGE_BENCH_ACTIVATIONS=$a MOEFORGE_BENCH_TOKENS=$tok \
-    bash tests/gpu/run_all.sh $C bench > /tmp/o/$n.log 2>&1
-  echo "== $n at $(el)s"; sed -n '/== summary/,$p' /tmp/o/$n.log | grep -E "^-- bench|^ +[0-9]+ " | cut -c1-110; T
+  BENCH_STAGES=bench bench $n MOEFORGE_BENCH_MODELS=mistral-small-4 MOEFORGE_BENCH_WEIGHTS=$w \
+    MOEFORGE_BENCH_ACTIVATIONS=$a MOEFORGE_BENCH_TOKENS=$tok "$@"
 }
 for pair in ${SMALL_SETS:-fp8:fp8 bf16:bf16}; do
   small_bench ladder-${pair%%:*}-${pair#*:} ${pair%%:*} ${pair#*:} 1,2,8 \
