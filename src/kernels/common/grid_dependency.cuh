@@ -11,7 +11,11 @@
 // Rules for a `pdl` kernel (DESIGN.md: "PDL only where the wait is provably compiled in"):
 //   - wait_for_prior_grid() comes before its first global memory access that another kernel of
 //     the stream writes or reads (its inputs, and the buffers it writes: a predecessor may still
-//     be reading them). Weights and __grid_constant__ parameters may be touched before it.
+//     be reading them). Weights and __grid_constant__ parameters may be touched before it, and
+//     so may reads of what a kernel at least two launches back wrote: pdl_begin lets dependents
+//     launch only after its own wait, so once a grid runs, the grid before its predecessor has
+//     completed and flushed (the sm90 decode GEMMs read the routing's counts so, to start
+//     streaming weights early).
 //   - let_dependents_launch() may come anywhere: the next kernel waits for this one's completion
 //     (and memory flush) in its own wait_for_prior_grid, whenever it was launched.
 // Launched without the attribute (larger calls, rt::PdlScope) the wait returns at once: the

@@ -282,13 +282,50 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   init_ring(sm.full, sm.empty, 4 * kConsumers);  // lane 0 of each consumer warp
-  pdl_begin();  // PDL (common/grid_dependency.cuh): the ring is set up before it
+  // Before the PDL wait (common/grid_dependency.cuh): the expert list and the first STAGES
+  // k-blocks' weight boxes. counts is written by the routing, at least two launches back (the
+  // gather always runs between it and GEMM 1, and GEMM 1 between it and GEMM 2), and every
+  // kernel of the chain lets its dependents launch only after its own wait: so by the time this
+  // grid runs at all, the routing has completed and its writes are visible. The weights are
+  // written by no kernel. The token boxes of those stages follow the wait. So the ring fills
+  // while the kernel before still runs (the gather before GEMM 1; GEMM 1's tail or its fixup
+  // before GEMM 2), instead of after it: the first TMA round trip leaves the critical path.
   const int n_tiles = (n_per_expert + WM - 1) / WM;
   if (threadIdx.x / 32 == 1) list_active_experts(counts, n_tiles, sm);
   __syncthreads();
   // Work units (see the top), walked in pieces (for_each_piece); the stage ring runs on across
   // them, so only the first fills the pipeline.
   const int n_units = sm.num_active > 0 ? sm.unit_end[sm.num_active - 1] : 0;
+  // Stage s's weight boxes (and W4 / W8: their scales) of k-block kb, tile nt of expert e.
+  auto load_weights = [&](u32 s, int kb, int e, int nt, u32 full) {
+    const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
+#if W4
+    tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
+    tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
+#elif W8
+    tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);  // byte columns = K
+    tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM, kb, e, full);  // f32 [e][128-block][row]
+#else
+    tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
+#endif
+  };
+  u32 early = 0;  // thread 0: the ring steps whose weights are in flight before the wait
+  if (threadIdx.x == 0) {
+    tma_prefetch_desc(&tm_w);
+#if W4 || W8
+    tma_prefetch_desc(&tm_s);
+#endif
+    for_each_piece(n_units, k_blocks, [&](const decode_units::Piece& p) {
+      if (early == STAGES) return;
+      const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, p.u);
+      for (int kb = p.k0; kb < p.k1 && early < STAGES; ++kb, ++early) {
+        const u32 full = smem_u32(&sm.full[early]);  // first pass over the ring: every stage free
+        mbar_arrive_expect_tx(full, kStageBytes);     // the token bytes land after the wait
+        load_weights(early, kb, e, nt, full);
+      }
+    });
+  }
+  pdl_begin();  // before any access to the tokens, h, the outputs or the scratch
 
   if (wg == 0) {
     // ================= producer
@@ -296,11 +333,7 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
     setmaxnreg_dec<kProducerRegs>();
 #endif
     if (tid == 0) {
-      tma_prefetch_desc(&tm_w);
       tma_prefetch_desc(&tm_x);
-#if W4 || W8
-      tma_prefetch_desc(&tm_s);
-#endif
 #if A8
       tma_prefetch_desc(&tm_xs);
 #endif
@@ -308,21 +341,14 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
       for_each_piece(n_units, k_blocks, [&](const decode_units::Piece& p) {
         const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, p.u);
         const i64 seg = seg_off[e];
-        const int w_row = e * n_per_expert + nt * WM;  // the expert is a TMA coordinate
         for (int kb = p.k0; kb < p.k1; ++kb, ++it) {
           const u32 s = it % STAGES, ph = (it / STAGES) & 1u;
-          mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
           const u32 full = smem_u32(&sm.full[s]);
-          mbar_arrive_expect_tx(full, kStageBytes);
-#if W4
-          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS / 2, w_row, full);  // byte columns
-          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM * 2, kb * (KS / 32), e, full);
-#elif W8
-          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);  // byte columns = K
-          tma_load_3d(smem_u32(sm.s[s]), &tm_s, nt * WM, kb, e, full);  // f32 [e][128-block][row]
-#else
-          tma_load_2d(smem_u32(sm.w[s]), &tm_w, kb * KS, w_row, full);
-#endif
+          if (it >= early) {
+            mbar_wait(smem_u32(&sm.empty[s]), ph ^ 1u);
+            mbar_arrive_expect_tx(full, kStageBytes);
+            load_weights(s, kb, e, nt, full);
+          }
 #if A8
           tma_load_2d(smem_u32(sm.x8[s]), &tm_x, kb * KS, (int)(seg + (i64)c * BT), full);  // byte columns = K
           tma_load_2d(smem_u32(sm.xs[s]), &tm_xs, k_scale0 + (kb & ~3), (int)(seg + (i64)c * BT), full);
