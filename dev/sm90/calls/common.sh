@@ -27,6 +27,12 @@ bench() {
     bash tests/gpu/run_all.sh $C ${BENCH_STAGES:-bench,sass} > /tmp/o/$n.log 2>&1
   echo "== $n at $(el)s"; sed -n '/== summary/,$p' /tmp/o/$n.log | grep -E "^-- bench|^ +[0-9]+ |Q?GMMA" | cut -c1-160; T
 }
+# bench, Mistral-Small-4 only and no resource report: name, weights, activations, tokens, env...
+small_bench() {
+  local n=$1 w=$2 a=$3 tok=$4; shift 4
+  BENCH_STAGES=bench bench $n MOEFORGE_BENCH_MODELS=mistral-small-4 MOEFORGE_BENCH_WEIGHTS=$w \
+    MOEFORGE_BENCH_ACTIVATIONS=$a MOEFORGE_BENCH_TOKENS=$tok "$@"
+}
 # run_all.sh's profile stage of $C as step <name>: ncu's kernel table of one forward at each of
 # TOKENS ("8 128 512"), the sm90 backend, in the given formats, with the env assignments that
 # follow (MOEFORGE_PROFILE_CEILINGS, _SOURCE, _SECTIONS, ...); our kernels' and cuBLAS's lines printed.

@@ -11,12 +11,7 @@
 # - the tip's ncu kernel table at T = 1 and 8, bf16 (where the small kernels' time goes).
 C=${1:?commit}; : "${2:?a baseline commit}"
 base_srcs=""; for b in "${@:2}"; do base_srcs+="${base_srcs:+ }$PWD/.ab/$([ -d .ab/$b ] && echo $b || echo main)"; done
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, prof, bench; builds $C
-small_bench() {  # name, weights, activations, tokens, env...: common.sh's bench, Mistral-Small-4 only
-  local n=$1 w=$2 a=$3 tok=$4; shift 4
-  BENCH_STAGES=bench bench $n MOEFORGE_BENCH_MODELS=mistral-small-4 MOEFORGE_BENCH_WEIGHTS=$w \
-    MOEFORGE_BENCH_ACTIVATIONS=$a MOEFORGE_BENCH_TOKENS=$tok "$@"
-}
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # /tmp/o, el, T, st, tst, prof, bench, small_bench; builds $C
 for pair in ${SMALL_SETS:-fp8:fp8 bf16:bf16}; do
   small_bench ladder-${pair%%:*}-${pair#*:} ${pair%%:*} ${pair#*:} 1,2,8 \
     MOEFORGE_BASELINE_SRC="$base_srcs" MOEFORGE_BASELINE_COMMIT="${*:2}"

@@ -317,11 +317,11 @@ extern "C" __global__ void __launch_bounds__(sm90dec::kThreads, sm90dec::kCtasPe
 #endif
     for_each_piece(n_units, k_blocks, [&](const decode_units::Piece& p) {
       if (early == STAGES) return;
-      const auto [e, nt, c] = decode_units::unit_at(sm, counts, BT, p.u);
+      const decode_units::Unit u = decode_units::unit_at(sm, counts, BT, p.u);
       for (int kb = p.k0; kb < p.k1 && early < STAGES; ++kb, ++early) {
         const u32 full = smem_u32(&sm.full[early]);  // first pass over the ring: every stage free
         mbar_arrive_expect_tx(full, kStageBytes);     // the token bytes land after the wait
-        load_weights(early, kb, e, nt, full);
+        load_weights(early, kb, u.e, u.nt, full);
       }
     });
   }
